@@ -1,0 +1,303 @@
+"""The agents-room store: the data and the rules, no MCP in sight.
+
+:class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
+and ``health``). Each validates its arguments, then runs exactly one transaction through
+the backend (:mod:`.sqlite`); the rules themselves live in one module per concept.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import bounds, leases, messages, reads, rooms, sessions
+from .clock import Clock
+from .errors import (
+    ERROR_CODES,
+    InvalidArgument,
+    LeaseNotHeld,
+    NotRecipient,
+    RoomError,
+    StoreBusy,
+    StoreError,
+    UnknownSession,
+)
+from .leases import Claim, Lease
+from .liveness import ProcessScan, liveness, scan_processes
+from .messages import Inbox, Message, Sent, SentMessage
+from .reads import Drift
+from .rooms import Member
+from .sessions import Joined, Session
+from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, default_path, open_database
+
+__all__ = [
+    "ERROR_CODES", "Claim", "Clock", "Drift", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
+    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "ProcessScan", "Received", "RoomError",
+    "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "default_path",
+    "liveness", "scan_processes",
+]
+
+# A read-only call records last_seen only when the stored value is older than this, so
+# reads stay reads (no write lock) under load.
+TOUCH_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Received:
+    messages: list[Message]
+    inbox: Inbox | None
+
+
+@dataclass(frozen=True)
+class LeaseState:
+    free: bool
+    lease: Lease | None
+    holders: list[Lease]
+
+
+@dataclass(frozen=True)
+class LeaseView:
+    path: str
+    session_id: str
+    label: str | None
+    mode: str
+    token: int
+    acquired_at: float
+    expires_at: float
+    mine: bool
+
+
+class Store:
+    """One open store. Thread-safe; open one per process (never carry it across fork)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    @classmethod
+    def open(
+        cls, path: str | Path | None = None, *, clock: Clock | None = None, busy_timeout_s: float | None = None
+    ) -> Store:
+        if busy_timeout_s is None:
+            busy_timeout_s = float(os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", DEFAULT_BUSY_TIMEOUT_S))
+        return cls(open_database(Path(path) if path else default_path(), clock or Clock(), busy_timeout_s))
+
+    @property
+    def path(self) -> str:
+        return str(self.db.path)
+
+    @property
+    def clock(self) -> Clock:
+        return self.db.clock
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _session(self, tx: Any, session_id: Any, *, touch: bool) -> Session:
+        return sessions.resolve(tx, session_id, self.path, touch=touch)
+
+    def _touch_if_stale(self, session: Session, now: float) -> None:
+        if now - session.last_seen >= TOUCH_INTERVAL_S:
+            with self.db.write() as tx:
+                tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
+
+    def _readable_path(self, value: Any, cwd: str) -> str:
+        path = bounds.path(value, cwd)
+        real = os.path.realpath(path)
+        if real in {os.path.realpath(p) for p in self.db.files()}:
+            raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
+        return path
+
+    # -- sessions and rooms ---------------------------------------------------------------------
+
+    def room_join(
+        self, *, cwd: str, pid: int | None, room: Any = None, extra_rooms: Any = None, label: Any = None,
+        tags: Any = None, autonomy: Any = None, harness: Any = None, harness_key: Any = None,
+        wake_lever: str | None = None,
+    ) -> Joined:
+        """Join the repo room of ``cwd`` and any shared rooms; rejoin by harness key."""
+        room = None if room is None else bounds.room(room)
+        extra = bounds.rooms(extra_rooms)
+        label = bounds.label(label)
+        tags = bounds.tags(tags)
+        autonomy = None if autonomy is None else bounds.autonomy(autonomy)
+        harness = bounds.harness(harness) or "unknown"
+        harness_key = bounds.harness_key(harness_key)
+        repo = rooms.repo_room(cwd)
+        with self.db.write() as tx:
+            return sessions.join(
+                tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=pid, harness=harness, harness_key=harness_key,
+                room=room, extra_rooms=extra, label=label, tags=tags, autonomy=autonomy, wake_lever=wake_lever,
+            )
+
+    def room_leave(self, session_id: Any) -> None:
+        """Leave every room; leases released, unread deliveries expired, tombstone kept."""
+        with self.db.write() as tx:
+            sessions.leave(tx, self._session(tx, session_id, touch=True))
+
+    def room_leave_room(self, session_id: Any, room: Any) -> None:
+        room = bounds.room(room)
+        with self.db.write() as tx:
+            rooms.leave_room(tx, self._session(tx, session_id, touch=True), room)
+
+    def room_who(self, session_id: Any = None, room: Any = None, *, scan: ProcessScan | None = None) -> list[Member]:
+        """Sessions with liveness: of ``room``, else of the caller's rooms, else all."""
+        room = None if room is None else bounds.room(room)
+        scan = scan or scan_processes()
+        with self.db.read() as tx:
+            me = None if session_id is None else self._session(tx, session_id, touch=False)
+            found = rooms.who(tx, scan, room, me)
+        if me:
+            self._touch_if_stale(me, self.clock.now())
+        return found
+
+    def room_set_autonomy_cap(self, autonomy: Any, session_id: Any = None, room: Any = None) -> tuple[str, str]:
+        """Cap a room's autonomy (default: the caller's repo room); members above are lowered."""
+        autonomy = bounds.autonomy(autonomy)
+        room = None if room is None else bounds.room(room)
+        if room is None and session_id is None:
+            raise InvalidArgument("room", "name the room, or pass session_id to cap your repo room")
+        with self.db.write() as tx:
+            me = None if session_id is None else self._session(tx, session_id, touch=True)
+            target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
+            rooms.set_cap(tx, target, autonomy, me.id if me else None)
+            return target, autonomy
+
+    def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None) -> list[Session]:
+        """Remove sessions quiet longer than ``quiet_s`` whose agent is gone."""
+        quiet = sessions.check_quiet(quiet_s)
+        scan = scan or scan_processes()
+        with self.db.write() as tx:
+            gone = sessions.prune_candidates(tx, quiet, scan)
+            for s in gone:
+                sessions.leave(tx, s, reason="prune")
+            return gone
+
+    # -- messages ---------------------------------------------------------------------------------
+
+    def msg_send(
+        self, session_id: Any, to: Any, subject: Any = None, body: Any = None, reply_to: Any = None,
+        ttl_s: Any = None,
+    ) -> Sent:
+        subject = bounds.subject(subject)
+        body = bounds.body(body)
+        reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
+        ttl = bounds.message_ttl(ttl_s)
+        with self.db.write() as tx:
+            me = self._session(tx, session_id, touch=True)
+            return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path)
+
+    def msg_recv(self, session_id: Any, limit: Any = None) -> Received:
+        n = bounds.limit(limit, 100)
+        with self.db.write() as tx:
+            me = self._session(tx, session_id, touch=True)
+            return Received(*messages.recv(tx, me, n))
+
+    def msg_ack(self, session_id: Any, message_id: Any) -> None:
+        mid = bounds.message_id(message_id)
+        with self.db.write() as tx:
+            messages.ack(tx, self._session(tx, session_id, touch=True), mid)
+
+    def msg_unread(self, session_id: Any) -> int:
+        with self.db.read() as tx:
+            me = self._session(tx, session_id, touch=False)
+            count = messages.unread(tx, me)
+        self._touch_if_stale(me, self.clock.now())
+        return count
+
+    def msg_sent(self, session_id: Any, limit: Any = None) -> list[SentMessage]:
+        n = bounds.limit(limit, 50)
+        with self.db.read() as tx:
+            me = self._session(tx, session_id, touch=False)
+            out = messages.sent(tx, me, n)
+        self._touch_if_stale(me, self.clock.now())
+        return out
+
+    def room_history(self, session_id: Any = None, room: Any = None, limit: Any = None) -> tuple[str, list[Message]]:
+        """A room's messages, oldest first (default room: the caller's repo room). Read-only:
+        never marks anything read."""
+        n = bounds.limit(limit, 50)
+        room = None if room is None else bounds.room(room)
+        if room is None and session_id is None:
+            raise InvalidArgument("room", "name the room, or pass session_id to read your repo room")
+        with self.db.read() as tx:
+            me = None if session_id is None else self._session(tx, session_id, touch=False)
+            target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
+            found = messages.history(tx, target, n)
+        if me:
+            self._touch_if_stale(me, self.clock.now())
+        return target, found
+
+    # -- leases -----------------------------------------------------------------------------------
+
+    def lease_claim(self, session_id: Any, path: Any, ttl_s: Any = None, mode: Any = None) -> Claim:
+        ttl = bounds.lease_ttl(ttl_s)
+        mode = "exclusive" if mode is None else bounds.mode(mode)
+        with self.db.write() as tx:
+            me = self._session(tx, session_id, touch=True)
+            return leases.claim(tx, me, bounds.path(path, me.cwd), ttl, mode)
+
+    def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
+        ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
+        with self.db.write() as tx:
+            me = self._session(tx, session_id, touch=True)
+            return leases.renew(tx, me, bounds.path(path, me.cwd), ttl)
+
+    def lease_release(self, session_id: Any, path: Any) -> None:
+        with self.db.write() as tx:
+            me = self._session(tx, session_id, touch=True)
+            leases.release(tx, me, bounds.path(path, me.cwd))
+
+    def lease_check(self, session_id: Any, path: Any) -> LeaseState:
+        with self.db.read() as tx:
+            me = self._session(tx, session_id, touch=False)
+            holders = leases.check(tx, bounds.path(path, me.cwd))
+        self._touch_if_stale(me, self.clock.now())
+        return LeaseState(not holders, holders[0] if holders else None, holders)
+
+    def lease_list(self, session_id: Any) -> list[LeaseView]:
+        with self.db.read() as tx:
+            me = self._session(tx, session_id, touch=False)
+            found = leases.live(tx)
+        self._touch_if_stale(me, self.clock.now())
+        return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
+
+    # -- reads and drift --------------------------------------------------------------------------
+
+    def note_read(self, session_id: Any, path: Any) -> str:
+        """Record the file's SHA-256 now. The file is hashed between two transactions, never
+        while holding the write lock."""
+        with self.db.read() as tx:
+            cwd = self._session(tx, session_id, touch=False).cwd
+        normal = self._readable_path(path, cwd)
+        digest = reads.file_hash(normal)
+        if digest is None:
+            raise InvalidArgument("path", f"{normal} does not exist")
+        with self.db.write() as tx:
+            reads.note_read(tx, self._session(tx, session_id, touch=True), normal, digest)
+        return digest
+
+    def drift_check(self, session_id: Any, path: Any) -> Drift:
+        with self.db.read() as tx:
+            me = self._session(tx, session_id, touch=False)
+            normal = self._readable_path(path, me.cwd)
+            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
+        self._touch_if_stale(me, self.clock.now())
+        return drift
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        return self.db.health()
+
+    def integrity_check(self) -> str:
+        return self.db.integrity_check()

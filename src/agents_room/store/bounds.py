@@ -1,0 +1,187 @@
+"""The bounds on every input. Each check raises ``InvalidArgument`` naming the field and
+what was wrong, before any transaction starts."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from typing import Any, Literal, get_args
+
+from .errors import InvalidArgument
+
+Autonomy = Literal["hold", "notify", "wake"]
+Mode = Literal["exclusive", "shared"]
+AUTONOMY_LEVELS: tuple[str, ...] = get_args(Autonomy)  # lowest first
+MODES: tuple[str, ...] = get_args(Mode)
+
+LABEL_MAX = 64
+TAGS_MAX = 16
+TAG_MAX = 32
+SUBJECT_MAX = 200
+BODY_MAX_BYTES = 64 * 1024
+PATH_MAX_BYTES = 4096
+GLOB_MAX = 256
+LIMIT_RANGE = (1, 1000)
+MESSAGE_TTL_RANGE = (1, 2_592_000)
+LEASE_TTL_RANGE = (1, 86_400)
+LEASE_TTL_DEFAULT = 600
+HARNESS_MAX = 64
+SESSION_ID_RE = re.compile(r"[0-9a-f]{16}")
+ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
+
+
+def _text(field: str, value: Any, *, limit: int, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgument(field, "must not contain NUL bytes")
+    if len(value) > limit:
+        raise InvalidArgument(field, f"at most {limit} characters, got {len(value)}")
+    if not allow_empty and not value.strip():
+        raise InvalidArgument(field, "must not be empty")
+    return value
+
+
+def label(value: Any) -> str | None:
+    return None if value is None else _text("label", value, limit=LABEL_MAX, allow_empty=False)
+
+
+def harness(value: Any) -> str | None:
+    return None if value is None else _text("harness", value, limit=HARNESS_MAX, allow_empty=False)
+
+
+def tags(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple):
+        raise InvalidArgument("tags", f"must be a list of strings, got {type(value).__name__}")
+    if len(value) > TAGS_MAX:
+        raise InvalidArgument("tags", f"at most {TAGS_MAX} tags, got {len(value)}")
+    out = [_text("tags", t, limit=TAG_MAX, allow_empty=False) for t in value]
+    return list(dict.fromkeys(out))
+
+
+def room(value: Any, field: str = "room") -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
+    if not ROOM_RE.fullmatch(value):
+        raise InvalidArgument(
+            field, f"{value[:80]!r} is not a room name (lowercase letters, digits and ._:/-, at most 64)"
+        )
+    return value
+
+
+def rooms(value: Any, field: str = "extra_rooms") -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise InvalidArgument(field, f"must be a list of room names, got {type(value).__name__}")
+    if len(value) > TAGS_MAX:
+        raise InvalidArgument(field, f"at most {TAGS_MAX} rooms, got {len(value)}")
+    return [room(r, field) for r in value]
+
+
+def autonomy(value: Any, field: str = "autonomy") -> str:
+    if value not in AUTONOMY_LEVELS:
+        raise InvalidArgument(field, f"must be one of {', '.join(AUTONOMY_LEVELS)}, got {str(value)[:40]!r}")
+    return value
+
+
+def mode(value: Any) -> str:
+    if value not in MODES:
+        raise InvalidArgument("mode", f"must be exclusive or shared, got {str(value)[:40]!r}")
+    return value
+
+
+def harness_key(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgument("harness_key", f"must be a UUID string, got {type(value).__name__}")
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError:
+        raise InvalidArgument("harness_key", f"{value[:60]!r} is not a UUID") from None
+
+
+def session_id_text(value: Any, field: str = "session_id") -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(field, f"must be a string (16 lowercase hex), got {type(value).__name__}")
+    if "\x00" in value or len(value) > 128:
+        raise InvalidArgument(field, "is not a session id (16 lowercase hex)")
+    return value.strip()
+
+
+def integer(field: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(field, f"must be a number from {lo} to {hi}, got {type(value).__name__}")
+    if value != value or not lo <= value <= hi:  # NaN fails the first test
+        raise InvalidArgument(field, f"must be from {lo} to {hi}, got {value}")
+    return value
+
+
+def limit(value: Any, default: int) -> int:
+    return default if value is None else int(integer("limit", value, *LIMIT_RANGE))
+
+
+def lease_ttl(value: Any) -> float:
+    return float(LEASE_TTL_DEFAULT if value is None else integer("ttl_s", value, *LEASE_TTL_RANGE))
+
+
+def message_ttl(value: Any) -> float | None:
+    return None if value is None else float(integer("ttl_s", value, *MESSAGE_TTL_RANGE))
+
+
+def subject(value: Any) -> str:
+    return "" if value is None else _text("subject", value, limit=SUBJECT_MAX)
+
+
+def body(value: Any) -> str:
+    if value is None:
+        return ""
+    text = _text("body", value, limit=BODY_MAX_BYTES)
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > BODY_MAX_BYTES:
+        raise InvalidArgument("body", f"at most {BODY_MAX_BYTES} bytes, got {size}")
+    return text
+
+
+def glob(value: str) -> str:
+    if len(value) > GLOB_MAX:
+        raise InvalidArgument("to", f"file: glob at most {GLOB_MAX} characters, got {len(value)}")
+    if not value:
+        raise InvalidArgument("to", "file: needs a glob after the colon")
+    return value
+
+
+def path(value: Any, cwd: str) -> str:
+    """Normalise to absolute form against the session's cwd (``abspath``: no symlinks
+    resolved, so the name the agents use is the name they contend for)."""
+    if not isinstance(value, str):
+        raise InvalidArgument("path", f"must be a string, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgument("path", "must not contain NUL bytes")
+    if not value.strip():
+        raise InvalidArgument("path", "must not be empty")
+    try:
+        size = len(value.encode("utf-8", "surrogatepass"))
+    except UnicodeError:
+        raise InvalidArgument("path", "is not valid text") from None
+    if size > PATH_MAX_BYTES:
+        raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes, got {size}")
+    normal = os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
+    if len(normal.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
+        raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes once made absolute")
+    return normal
+
+
+def message_id(value: Any, field: str = "message_id") -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str) and value.isdigit():
+            value = int(value)
+        else:
+            raise InvalidArgument(field, f"must be a positive integer, got {type(value).__name__}")
+    if not 1 <= value <= 2**63 - 1:
+        raise InvalidArgument(field, f"must be a positive integer, got {value}")
+    return value

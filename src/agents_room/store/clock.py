@@ -1,0 +1,21 @@
+"""The store's one source of time, injectable so tests and fault injection can move it."""
+
+from __future__ import annotations
+
+import time
+
+
+class Clock:
+    """Unix seconds. ``fixed`` pins the time (tests); ``shift`` jumps it either way (faults)."""
+
+    def __init__(self, fixed: float | None = None) -> None:
+        self._fixed = fixed
+        self._offset = 0.0
+
+    def now(self) -> float:
+        base = time.time() if self._fixed is None else self._fixed
+        return base + self._offset
+
+    def shift(self, seconds: float) -> None:
+        """Jump the clock by ``seconds`` (negative jumps backward)."""
+        self._offset += seconds

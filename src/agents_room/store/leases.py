@@ -1,0 +1,152 @@
+"""Leases on paths: exclusive or shared, deny on conflict, a fencing token on every grant
+and renewal. Every function that writes sweeps expired leases first, inside the same
+BEGIN IMMEDIATE transaction, so the holder check sees exactly the live holders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LeaseNotHeld
+from .sessions import Session
+from .sqlite import Tx
+
+_LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
+_FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
+
+
+@dataclass(frozen=True)
+class Lease:
+    path: str
+    session_id: str
+    label: str | None
+    mode: str
+    token: int
+    acquired_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class Claim:
+    ok: bool
+    holder: Lease | None  # on a deny: who is in the way; on a grant: the caller's lease
+    reason: str
+    lease: Lease | None
+
+
+def sweep(tx: Tx) -> int:
+    """Delete every lease whose time is up, each with a ``lease_expire`` event."""
+    rows = tx.all(
+        "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (tx.now,)
+    )
+    for path, sid, mode, token, expires_at in rows:
+        tx.event("lease_expire", sid, path, mode=mode, token=token, expires_at=expires_at)
+    return len(rows)
+
+
+def _holders(tx: Tx, path: str) -> list[Lease]:
+    rows = tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND l.expires_at > ? ORDER BY l.mode, l.token", (path, tx.now))
+    return [Lease(*r) for r in rows]
+
+
+def _next_token(tx: Tx) -> int:
+    return tx.scalar("UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value")
+
+
+def claim(tx: Tx, session: Session, path: str, ttl_s: float, mode: str) -> Claim:
+    """Grant, extend or upgrade ``session``'s lease on ``path``, or deny naming the holder.
+
+    Exclusive: one holder, blocks every other claim. Shared: several holders, blocks
+    exclusive claims. The holder's own repeated claim extends it (new token); a sole
+    shared holder may upgrade to exclusive; an exclusive holder may step down to shared."""
+    sweep(tx)
+    holders = _holders(tx, path)
+    mine = next((h for h in holders if h.session_id == session.id), None)
+    others = [h for h in holders if h.session_id != session.id]
+    in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
+    if in_the_way:
+        h = in_the_way[0]
+        who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
+        more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
+        reason = f"{path} is held {h.mode} by {who}{more} until {h.expires_at:.0f}"
+        if mine is not None:
+            reason = f"cannot upgrade to exclusive: {reason}"
+        return Claim(False, h, reason, None)
+
+    token = _next_token(tx)
+    expires_at = tx.now + ttl_s
+    if mine is None:
+        tx.execute(
+            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (path, session.id, mode, token, ttl_s, tx.now, expires_at),
+        )
+        acquired_at, reason = tx.now, "granted"
+    else:
+        tx.execute(
+            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ? WHERE path = ? AND session_id = ?",
+            (mode, token, ttl_s, expires_at, path, session.id),
+        )
+        acquired_at = mine.acquired_at
+        reason = "extended" if mine.mode == mode else f"changed from {mine.mode} to {mode}"
+    tx.event(
+        "lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at,
+        previous_mode=mine.mode if mine else None,
+    )
+    lease = Lease(path, session.id, session.label, mode, token, acquired_at, expires_at)
+    return Claim(True, lease, reason, lease)
+
+
+def _not_held(tx: Tx, session: Session, path: str, verb: str) -> LeaseNotHeld:
+    holders = _holders(tx, path)
+    if holders:
+        names = ", ".join(f"{h.session_id} ({h.mode})" for h in holders)
+        return LeaseNotHeld(f"cannot {verb} {path}: session {session.id} does not hold it; held by {names}",
+                            holders=[h.session_id for h in holders])
+    return LeaseNotHeld(f"cannot {verb} {path}: session {session.id} does not hold it (expired or never claimed); "
+                        "it is free, lease_claim it again", holders=[])
+
+
+def renew(tx: Tx, session: Session, path: str, ttl_s: float | None) -> Lease:
+    """Extend the caller's live lease with a new token. ``ttl_s`` defaults to the lease's own.
+
+    Raises ``LeaseNotHeld`` (naming the current holder) if it expired or was never held."""
+    sweep(tx)
+    row = tx.one("SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ?", (path, session.id))
+    if row is None:
+        raise _not_held(tx, session, path, "renew")
+    mode, own_ttl, acquired_at = row
+    ttl = own_ttl if ttl_s is None else ttl_s
+    token = _next_token(tx)
+    expires_at = tx.now + ttl
+    tx.execute(
+        "UPDATE leases SET token = ?, ttl_s = ?, expires_at = ? WHERE path = ? AND session_id = ?",
+        (token, ttl, expires_at, path, session.id),
+    )
+    tx.event("lease_renew", session.id, path, mode=mode, token=token, expires_at=expires_at)
+    return Lease(path, session.id, session.label, mode, token, acquired_at, expires_at)
+
+
+def release(tx: Tx, session: Session, path: str) -> None:
+    """Release the caller's lease. Raises ``LeaseNotHeld`` saying who holds it, if anyone."""
+    sweep(tx)
+    row = tx.one(
+        "DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token", (path, session.id)
+    )
+    if row is None:
+        raise _not_held(tx, session, path, "release")
+    tx.event("lease_release", session.id, path, mode=row[0], token=row[1], reason="release")
+
+
+def release_all(tx: Tx, session_id: str, reason: str) -> None:
+    rows = tx.all("DELETE FROM leases WHERE session_id = ? RETURNING path, mode, token", (session_id,))
+    for path, mode, token in rows:
+        tx.event("lease_release", session_id, path, mode=mode, token=token, reason=reason)
+
+
+def check(tx: Tx, path: str) -> list[Lease]:
+    """The live holders of ``path`` (exclusive first)."""
+    return _holders(tx, path)
+
+
+def live(tx: Tx) -> list[Lease]:
+    rows = tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.expires_at > ? ORDER BY l.path, l.token", (tx.now,))
+    return [Lease(*r) for r in rows]

@@ -1,0 +1,274 @@
+"""Messages and deliveries: send by selector, receive (marks read), ack, unread count,
+what I sent, a room's read-only history, and the forward-only delivery states."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+
+from . import bounds
+from .errors import InvalidArgument, NotRecipient
+from .sessions import Session, resolve
+from .sqlite import Tx
+
+UNREAD = ("stored", "offered", "accepted", "undeliverable")
+_UNREAD_SQL = "('stored', 'offered', 'accepted', 'undeliverable')"
+
+# Allowed predecessors of each state (the schema's delivery_transitions, for WHERE clauses).
+PREDECESSORS: dict[str, tuple[str, ...]] = {
+    "offered": ("stored",),
+    "accepted": ("offered",),
+    "undeliverable": ("stored",),
+    "read": UNREAD,
+    "acked": ("read",),
+    "expired": UNREAD,
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    id: int
+    sender: str
+    sender_label: str | None
+    to: str
+    subject: str
+    body: str
+    reply_to: int | None
+    created_at: float
+    expires_at: float | None
+
+
+@dataclass(frozen=True)
+class Sent:
+    message_id: int
+    recipients: list[str]
+    warning: str | None
+
+
+@dataclass(frozen=True)
+class Inbox:
+    rooms: list[str]
+    deliveries_total: int
+    deliveries_read: int
+    last_delivery_at: float | None
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    id: int
+    to: str
+    subject: str
+    sent: float
+    states: dict[str, str]
+    pending: int
+    left: list[str]
+
+
+_MESSAGE = "m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at"
+
+
+# -- send ----------------------------------------------------------------------------------------
+
+
+def _peers(tx: Tx, sender: str) -> list[str]:
+    """Every live session sharing at least one room with ``sender``, except the sender."""
+    return [r[0] for r in tx.all(
+        "SELECT DISTINCT m2.session_id FROM memberships m1 JOIN memberships m2 ON m2.room = m1.room "
+        "WHERE m1.session_id = ? AND m2.session_id <> ? ORDER BY m2.session_id",
+        (sender, sender),
+    )]
+
+
+def resolve_selector(tx: Tx, sender: Session, to: object, store_path: str) -> list[str]:
+    """The recipients of a selector, resolved now. Broadcasts never include the sender."""
+    if not isinstance(to, str) or not to:
+        raise InvalidArgument("to", "must be '*', a session id, 'file:<glob>' or 'tag:<tag>'")
+    if "\x00" in to:
+        raise InvalidArgument("to", "must not contain NUL bytes")
+    if to == "*":
+        return _peers(tx, sender.id)
+    if to.startswith("tag:"):
+        tag = bounds._text("to", to[4:], limit=bounds.TAG_MAX, allow_empty=False)
+        peers = set(_peers(tx, sender.id))
+        return sorted(r[0] for r in tx.all("SELECT session_id FROM session_tags WHERE tag = ?", (tag,)) if r[0] in peers)
+    if to.startswith("file:"):
+        pattern = bounds.glob(to[5:])
+        peers = set(_peers(tx, sender.id))
+        rows = tx.all(
+            "SELECT l.session_id, l.path, s.cwd FROM leases l JOIN sessions s ON s.id = l.session_id "
+            "WHERE l.expires_at > ?",
+            (tx.now,),
+        )
+        return sorted({sid for sid, path, cwd in rows if sid in peers and _file_matches(pattern, path, cwd)})
+    if to.startswith(("tag", "file")) and ":" in to:
+        raise InvalidArgument("to", "selectors are '*', a session id, 'file:<glob>' or 'tag:<tag>'")
+    return [resolve(tx, to, store_path, touch=False).id]
+
+
+def _file_matches(pattern: str, path: str, holder_cwd: str) -> bool:
+    """Three forms of the leased path: absolute, relative to the *holder's* cwd, base name."""
+    forms = [path, os.path.relpath(path, holder_cwd), os.path.basename(path)]
+    return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
+
+
+def send(
+    tx: Tx, sender: Session, to: str, subject: str, body: str, reply_to: int | None,
+    ttl_s: float | None, store_path: str,
+) -> Sent:
+    """Store one message: a row per room the sender is in, a delivery per recipient.
+    A recipient at ``wake`` whose harness has no wake lever starts ``undeliverable``."""
+    recipients = resolve_selector(tx, sender, to, store_path)
+    if reply_to is not None and tx.scalar("SELECT 1 FROM messages WHERE id = ?", (reply_to,)) is None:
+        raise InvalidArgument("reply_to", f"message {reply_to} does not exist")
+    expires_at = None if ttl_s is None else tx.now + ttl_s
+    mid = tx.execute(
+        "INSERT INTO messages (sender, selector, subject, body, reply_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (sender.id, to, subject, body, reply_to, tx.now, expires_at),
+    ).lastrowid
+    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sender.id,))]
+    tx.conn.executemany("INSERT INTO message_rooms (room, message_id) VALUES (?, ?)", [(r, mid) for r in rooms])
+    states: dict[str, str] = {}
+    if recipients:
+        marks = ",".join("?" * len(recipients))
+        for sid, autonomy, lever in tx.all(
+            f"SELECT id, autonomy, wake_lever FROM sessions WHERE id IN ({marks})", tuple(recipients)
+        ):
+            states[sid] = "undeliverable" if autonomy == "wake" and not lever else "stored"
+        tx.conn.executemany(
+            "INSERT INTO deliveries (recipient, message_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+            [(sid, mid, states[sid], tx.now, tx.now) for sid in recipients],
+        )
+    tx.event("send", sender.id, message_id=mid, selector=to, rooms=rooms, recipients=states)
+    warning = None if recipients else f"selector {to!r} matched nobody: the message is stored with 0 recipients"
+    return Sent(mid, recipients, warning)
+
+
+# -- receive, ack, count ---------------------------------------------------------------------------
+
+
+def advance(tx: Tx, recipient: str, message_ids: list[int], to: str) -> list[int]:
+    """Move deliveries forward to ``to`` where their state allows it; one event for all.
+    Returns the ids that moved. (The schema's trigger refuses any backward move.)"""
+    if not message_ids:
+        return []
+    preds = PREDECESSORS[to]
+    marks = ",".join("?" * len(message_ids))
+    rows = tx.all(
+        f"SELECT message_id, state FROM deliveries WHERE recipient = ? AND message_id IN ({marks}) "
+        f"AND state IN ({','.join('?' * len(preds))}) ORDER BY message_id",
+        (recipient, *message_ids, *preds),
+    )
+    if not rows:
+        return []
+    moved = [r[0] for r in rows]
+    marks = ",".join("?" * len(moved))
+    offered = ", offered_at = ?" if to == "offered" else ""
+    params = (to, tx.now, *((tx.now,) if offered else ()), recipient, *moved)
+    tx.execute(
+        f"UPDATE deliveries SET state = ?, updated_at = ?{offered} WHERE recipient = ? AND message_id IN ({marks})",
+        params,
+    )
+    tx.event("delivery", recipient, to=to, items=[[mid, state] for mid, state in rows])
+    return moved
+
+
+def _expire_overdue(tx: Tx, recipient: str) -> None:
+    overdue = [r[0] for r in tx.all(
+        f"SELECT d.message_id FROM deliveries d JOIN messages m ON m.id = d.message_id "
+        f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} AND m.expires_at <= ?",
+        (recipient, tx.now),
+    )]
+    advance(tx, recipient, overdue, "expired")
+
+
+def expire_unread_for(tx: Tx, recipient: str) -> None:
+    """On leave or prune: nothing unread will ever be read."""
+    ids = [r[0] for r in tx.all(
+        f"SELECT message_id FROM deliveries WHERE recipient = ? AND state IN {_UNREAD_SQL}", (recipient,)
+    )]
+    advance(tx, recipient, ids, "expired")
+
+
+def recv(tx: Tx, session: Session, limit: int) -> tuple[list[Message], Inbox | None]:
+    """Unread, unexpired deliveries oldest first, marked ``read``. When there are none, the
+    inbox block says why the answer might be empty."""
+    _expire_overdue(tx, session.id)
+    rows = tx.all(
+        f"SELECT {_MESSAGE} FROM deliveries d JOIN messages m ON m.id = d.message_id "
+        f"LEFT JOIN sessions s ON s.id = m.sender "
+        f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} ORDER BY d.message_id LIMIT ?",
+        (session.id, limit),
+    )
+    messages = [Message(*r) for r in rows]
+    if messages:
+        advance(tx, session.id, [m.id for m in messages], "read")
+        return messages, None
+    return [], inbox(tx, session)
+
+
+def inbox(tx: Tx, session: Session) -> Inbox:
+    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
+    total, read, last = tx.one(
+        "SELECT count(*), coalesce(sum(state IN ('read', 'acked')), 0), max(created_at) FROM deliveries WHERE recipient = ?",
+        (session.id,),
+    )
+    return Inbox(rooms, total, read, last)
+
+
+def ack(tx: Tx, session: Session, message_id: int) -> None:
+    """Confirm a message the caller has read. Acking twice is harmless.
+
+    Raises ``NotRecipient`` if it was never delivered to the caller, ``InvalidArgument`` if
+    it is not read yet (or expired unread)."""
+    state = tx.scalar("SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (session.id, message_id))
+    if state is None:
+        raise NotRecipient(f"message {message_id} was not delivered to session {session.id}")
+    if state == "acked":
+        return
+    if state == "expired":
+        raise InvalidArgument("message_id", f"message {message_id} expired before it was read")
+    if state != "read":
+        raise InvalidArgument("message_id", f"message {message_id} is not read yet; msg_recv it first")
+    advance(tx, session.id, [message_id], "acked")
+
+
+def unread(tx: Tx, session: Session) -> int:
+    return tx.scalar(
+        f"SELECT count(*) FROM deliveries d JOIN messages m ON m.id = d.message_id "
+        f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} AND (m.expires_at IS NULL OR m.expires_at > ?)",
+        (session.id, tx.now),
+    )
+
+
+def sent(tx: Tx, session: Session, limit: int) -> list[SentMessage]:
+    """The caller's messages, newest first, with each recipient's state (an unread delivery
+    past its message's expiry shows as ``expired``)."""
+    out = []
+    for mid, selector, subject, created_at, expires_at in tx.all(
+        "SELECT id, selector, subject, created_at, expires_at FROM messages WHERE sender = ? ORDER BY id DESC LIMIT ?",
+        (session.id, limit),
+    ):
+        overdue = expires_at is not None and expires_at <= tx.now
+        states, left = {}, []
+        for recipient, state, left_at in tx.all(
+            "SELECT d.recipient, d.state, s.left_at FROM deliveries d JOIN sessions s ON s.id = d.recipient "
+            "WHERE d.message_id = ? ORDER BY d.recipient",
+            (mid,),
+        ):
+            states[recipient] = "expired" if overdue and state in UNREAD else state
+            if left_at is not None:
+                left.append(recipient)
+        pending = sum(1 for s in states.values() if s in UNREAD)
+        out.append(SentMessage(mid, selector, subject, created_at, states, pending, left))
+    return out
+
+
+def history(tx: Tx, room: str, limit: int) -> list[Message]:
+    """The last ``limit`` messages sent in ``room``, oldest first. Read-only."""
+    rows = tx.all(
+        f"SELECT * FROM (SELECT {_MESSAGE} FROM message_rooms r JOIN messages m ON m.id = r.message_id "
+        f"LEFT JOIN sessions s ON s.id = m.sender WHERE r.room = ? ORDER BY m.id DESC LIMIT ?) ORDER BY 1",
+        (room, limit),
+    )
+    return [Message(*r) for r in rows]

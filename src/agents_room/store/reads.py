@@ -1,0 +1,85 @@
+"""note_read and drift_check: did a file change under me since I read it, and did someone
+else hold a lease on it meanwhile?"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Literal
+
+from .errors import InvalidArgument
+from .sessions import Session
+from .sqlite import Tx
+
+Severity = Literal["SAFE", "MINOR", "CRITICAL"]
+
+
+@dataclass(frozen=True)
+class Drift:
+    path: str
+    severity: Severity
+    changed: bool
+    holder: str | None  # another session that held a lease on the path since the read
+    since: float | None  # when the baseline was read
+    message: str
+
+
+def file_hash(path: str) -> str | None:
+    """SHA-256 of the file's bytes now; ``None`` if it does not exist. Raises
+    ``InvalidArgument`` for something that is not a readable regular file."""
+    try:
+        with open(path, "rb") as fh:
+            import os
+            import stat
+
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise InvalidArgument("path", f"{path} is not a regular file")
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise InvalidArgument("path", f"{path} is a directory") from None
+    except PermissionError:
+        raise InvalidArgument("path", f"{path} cannot be read (permission denied)") from None
+    except OSError as exc:
+        raise InvalidArgument("path", f"{path} cannot be read ({exc.strerror})") from None
+
+
+def note_read(tx: Tx, session: Session, path: str, digest: str) -> None:
+    """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
+    session held a lease on it at that moment."""
+    other = tx.scalar(
+        "SELECT session_id FROM leases WHERE path = ? AND session_id <> ? AND expires_at > ? LIMIT 1",
+        (path, session.id, tx.now),
+    )
+    seq = tx.event("note_read", session.id, path, hash=digest)
+    tx.execute(
+        "INSERT INTO reads (session_id, path, hash, read_at, read_seq, held_by_other) VALUES (?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (session_id, path) DO UPDATE SET hash = excluded.hash, read_at = excluded.read_at, "
+        "read_seq = excluded.read_seq, held_by_other = excluded.held_by_other",
+        (session.id, path, digest, tx.now, seq, other),
+    )
+
+
+def drift_check(tx: Tx, session: Session, path: str, digest: str | None) -> Drift:
+    """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease on it since
+    the read. CRITICAL: changed while another session held a lease at some time since the
+    read (from the lease events, not only the current holder). A deleted file has changed."""
+    row = tx.one("SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?",
+                 (session.id, path))
+    if row is None:
+        return Drift(path, "SAFE", False, None, None, f"no baseline for {path}: note_read it when you read it")
+    baseline, read_at, read_seq, held_then = row
+    if digest == baseline:
+        return Drift(path, "SAFE", False, None, read_at, f"{path} is unchanged since you read it")
+    holder = held_then or tx.scalar(
+        "SELECT session_id FROM events WHERE path = ? AND seq > ? AND session_id <> ? "
+        "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq LIMIT 1",
+        (path, read_seq, session.id),
+    )
+    what = "was deleted" if digest is None else "changed"
+    if holder:
+        return Drift(path, "CRITICAL", True, holder, read_at,
+                     f"{path} {what} since you read it, while session {holder} held a lease on it: re-read before editing")
+    return Drift(path, "MINOR", True, None, read_at,
+                 f"{path} {what} since you read it; nobody else held a lease on it: re-read it")

@@ -1,0 +1,237 @@
+"""Sessions: join (and rejoin by harness key), leave, prune, and resolving a session id,
+with errors that name the id the caller probably meant."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from . import bounds
+from .errors import InvalidArgument, UnknownSession
+from .liveness import ProcessScan, liveness
+from .sqlite import Tx
+
+LEVEL = {name: rank for rank, name in enumerate(bounds.AUTONOMY_LEVELS)}
+
+COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at"
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    harness: str
+    harness_key: str | None
+    cwd: str
+    pid: int | None
+    label: str | None
+    tags: list[str]
+    autonomy: str
+    wake_lever: str | None
+    created_at: float
+    last_seen: float
+    left_at: float | None
+
+    @classmethod
+    def from_row(cls, row: tuple) -> Session:
+        values = list(row)
+        values[6] = json.loads(values[6])
+        return cls(*values)
+
+
+@dataclass(frozen=True)
+class Joined:
+    session_id: str
+    rooms: list[str]
+    autonomy: str
+    warning: str | None
+    rejoined: bool
+
+
+# -- resolving ids ---------------------------------------------------------------------------
+
+
+def resolve(tx: Tx, session_id: Any, store_path: str, *, touch: bool) -> Session:
+    """The live session ``session_id`` names. ``touch`` (write transactions only) records
+    the call in ``last_seen`` in the same statement.
+
+    Raises ``UnknownSession`` naming what the caller probably meant."""
+    value = bounds.session_id_text(session_id)
+    if touch:
+        row = tx.one(
+            f"UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL RETURNING {COLUMNS}",
+            (tx.now, value),
+        )
+    else:
+        row = tx.one(f"SELECT {COLUMNS} FROM sessions WHERE id = ? AND left_at IS NULL", (value,))
+    if row is None:
+        raise UnknownSession(explain_unknown(tx, value, store_path))
+    return Session.from_row(row)
+
+
+def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
+    """Words for an id that names no live session (contract §2)."""
+    lowered = value.lower()
+    key = tx.one(
+        "SELECT id, left_at FROM sessions WHERE harness_key = ? ORDER BY left_at IS NOT NULL, created_at DESC",
+        (lowered,),
+    )
+    if key is not None:
+        sid, left_at = key
+        if left_at is None:
+            return f"{value} is the harness key of session {sid}; pass session_id={sid!r}"
+        return f"{value} is the harness key of session {sid}, which left at {_iso(left_at)}; room_join again"
+    if bounds.SESSION_ID_RE.fullmatch(value):
+        left_at = tx.scalar("SELECT left_at FROM sessions WHERE id = ?", (value,))
+        if left_at is not None:
+            return f"session {value} left at {_iso(left_at)}; room_join again for a new session id"
+        return f"no such session {value} in store {store_path}: possibly left, or from another store"
+    if re.fullmatch(r"[0-9a-f]{4,15}", lowered):
+        ids = [r[0] for r in tx.all(
+            "SELECT id FROM sessions WHERE id >= ? AND id < ? AND left_at IS NULL ORDER BY id LIMIT 5",
+            (lowered, lowered + "g"),
+        )]
+        if ids:
+            return f"{value} is not a whole session id; it starts {', '.join(ids)}"
+    labelled = [r[0] for r in tx.all(
+        "SELECT id FROM sessions WHERE label = ? AND left_at IS NULL ORDER BY created_at DESC LIMIT 5", (value,)
+    )]
+    if labelled:
+        return f"{value!r} is the label of session {', '.join(labelled)}; pass the session id"
+    return f"{value[:80]!r} is not a session id (16 lowercase hex, returned by room_join)"
+
+
+def _iso(t: float) -> str:
+    import datetime as _dt
+
+    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# -- join -------------------------------------------------------------------------------------
+
+
+def join(
+    tx: Tx,
+    *,
+    repo_room: str,
+    cwd: str,
+    pid: int | None,
+    harness: str,
+    harness_key: str | None,
+    room: str | None,
+    extra_rooms: list[str],
+    label: str | None,
+    tags: list[str] | None,
+    autonomy: str | None,
+    wake_lever: str | None,
+) -> Joined:
+    """Join ``repo_room`` plus ``room`` and ``extra_rooms``. The harness key of a live
+    session rejoins it: same id, rooms added, label and tags replaced when given, autonomy
+    raised only (clamped by the rooms' caps; a lower level is refused with a warning)."""
+    wanted_rooms = list(dict.fromkeys([repo_room, *([room] if room else []), *extra_rooms]))
+    existing = None
+    if harness_key:
+        row = tx.one(
+            f"SELECT {COLUMNS} FROM sessions WHERE harness_key = ? AND left_at IS NULL "
+            "ORDER BY created_at DESC LIMIT 1",
+            (harness_key,),
+        )
+        existing = Session.from_row(row) if row else None
+
+    if existing is None:
+        sid = secrets.token_hex(8)
+        tx.execute(
+            f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL)",
+            (sid, harness, harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now),
+        )
+        stored_level = None
+    else:
+        sid = existing.id
+        tx.execute(
+            "UPDATE sessions SET cwd = ?, pid = ?, harness = ?, last_seen = ?, "
+            "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever) "
+            "WHERE id = ?",
+            (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, sid),
+        )
+        stored_level = existing.autonomy
+    if tags is not None:
+        tx.execute("DELETE FROM session_tags WHERE session_id = ?", (sid,))
+        tx.conn.executemany("INSERT INTO session_tags (session_id, tag) VALUES (?, ?)", [(sid, t) for t in tags])
+    tx.conn.executemany(
+        "INSERT OR IGNORE INTO memberships (session_id, room, joined_at) VALUES (?, ?, ?)",
+        [(sid, r, tx.now) for r in wanted_rooms],
+    )
+    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sid,))]
+    level, warning = _decide_autonomy(tx, sid, rooms, stored_level, autonomy)
+    tx.execute("UPDATE sessions SET autonomy = ? WHERE id = ?", (level, sid))
+    tx.event(
+        "join", sid, rooms=rooms, autonomy=level, harness_key=harness_key,
+        rejoin=existing is not None, label=label, tags=tags,
+    )
+    return Joined(sid, rooms, level, warning, existing is not None)
+
+
+def _decide_autonomy(
+    tx: Tx, sid: str, rooms: list[str], stored: str | None, asked: str | None
+) -> tuple[str, str | None]:
+    cap_row = tx.one(
+        "SELECT c.room, c.autonomy FROM room_caps c JOIN memberships m ON m.room = c.room "
+        "WHERE m.session_id = ? ORDER BY CASE c.autonomy WHEN 'hold' THEN 0 WHEN 'notify' THEN 1 ELSE 2 END LIMIT 1",
+        (sid,),
+    )
+    cap_room, cap = cap_row if cap_row else (None, "wake")
+    warning = None
+    if stored is None:  # new session
+        level = asked or "notify"
+    elif asked is None or LEVEL[asked] == LEVEL[stored]:
+        level = stored
+    elif LEVEL[asked] > LEVEL[stored]:
+        level = asked
+    else:
+        level = stored
+        warning = (
+            f"autonomy stays {stored}: a rejoin only raises it; lowering is the operator's, "
+            "through room_set_autonomy_cap"
+        )
+    if LEVEL[level] > LEVEL[cap]:
+        warning = f"autonomy {level} clamped to {cap} by the cap of room {cap_room}"
+        level = cap
+    if stored is not None and level != stored:
+        tx.event("autonomy", sid, **{"from": stored, "to": level, "reason": "rejoin"})
+    return level, warning
+
+
+# -- leave and prune --------------------------------------------------------------------------
+
+
+def leave(tx: Tx, session: Session, reason: str = "leave") -> list[str]:
+    """Leave every room, release every lease, expire unread deliveries, keep a tombstone."""
+    from .leases import release_all
+    from .messages import expire_unread_for
+
+    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
+    tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))
+    release_all(tx, session.id, reason)
+    expire_unread_for(tx, session.id)
+    tx.execute("UPDATE sessions SET left_at = ? WHERE id = ?", (tx.now, session.id))
+    tx.event("leave", session.id, rooms=rooms, reason=reason)
+    return rooms
+
+
+def prune_candidates(tx: Tx, quiet_s: float, scan: ProcessScan) -> list[Session]:
+    """Live sessions quiet longer than ``quiet_s`` whose agent is gone (same liveness
+    function as room_who: a session whose liveness is unknown is kept)."""
+    rows = tx.all(
+        f"SELECT {COLUMNS} FROM sessions WHERE left_at IS NULL AND last_seen < ? ORDER BY last_seen",
+        (tx.now - quiet_s,),
+    )
+    sessions = [Session.from_row(r) for r in rows]
+    return [s for s in sessions if liveness(s.pid, s.harness_key, scan) == "gone"]
+
+
+def check_quiet(quiet_s: Any) -> float:
+    if isinstance(quiet_s, bool) or not isinstance(quiet_s, int | float) or quiet_s < 0:
+        raise InvalidArgument("quiet_s", f"must be a number of seconds >= 0, got {quiet_s!r}")
+    return float(quiet_s)

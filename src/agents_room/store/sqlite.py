@@ -1,0 +1,280 @@
+"""Everything SQLite-specific lives here: opening the file, pragmas, the WAL, locking,
+migrations and the mapping of SQLite's errors onto the store's error tree.
+
+The rest of the store speaks to a :class:`Database` through ``read()`` and ``write()``
+transactions and portable SQL, so a server backend (PostgreSQL) is a second module of
+this shape, not a rewrite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import stat
+import threading
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .clock import Clock
+from .errors import RoomError, StoreBusy, StoreError
+
+SCHEMA_VERSION = 1
+DEFAULT_BUSY_TIMEOUT_S = 5.0
+# The pages one transaction may need beyond the cache before SQLite spills; a 4 MiB
+# page cache keeps the hot tables of a busy store in memory.
+_CACHE_KIB = 4096
+
+
+def default_path() -> Path:
+    """``$AGENTS_ROOM_DB``, else ``~/.agents-room/room.db``."""
+    env = os.environ.get("AGENTS_ROOM_DB")
+    return Path(env).expanduser() if env else Path.home() / ".agents-room" / "room.db"
+
+
+def _schema_statements(version: int) -> list[str]:
+    """Split a migration script into statements. ``executescript`` would COMMIT first,
+    which would run the migration outside our BEGIN IMMEDIATE."""
+    text = resources.files(__package__).joinpath("schema.sql" if version == 1 else f"migrate_{version}.sql")
+    statements, buf = [], ""
+    for line in text.read_text().splitlines(keepends=True):
+        if line.lstrip().startswith("--") and not buf.strip():
+            continue
+        buf += line
+        if sqlite3.complete_statement(buf):
+            statements.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        raise StoreError(f"migration {version}: trailing incomplete statement")
+    return statements
+
+
+class Tx:
+    """One open transaction: the connection, the time it runs at, and the audit writer."""
+
+    __slots__ = ("conn", "now")
+
+    def __init__(self, conn: sqlite3.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def one(self, sql: str, params: tuple | dict = ()) -> tuple | None:
+        return self.conn.execute(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def scalar(self, sql: str, params: tuple | dict = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
+        """Append an audit row in this transaction; returns its seq."""
+        cur = self.conn.execute(
+            "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
+            (self.now, session_id, kind, path, json.dumps(payload, separators=(",", ":"))),
+        )
+        return cur.lastrowid  # type: ignore[return-value]
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> RoomError:
+    """Map a SQLite error onto the store's tree (definite busy vs. indefinite failure)."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED") or "locked" in str(exc):
+        return StoreBusy(f"the write lock on {path} was not had in time; nothing was changed, try again")
+    if name == "SQLITE_FULL" or "full" in str(exc):
+        return StoreError(f"disk full writing {path}: {exc}")
+    if name == "SQLITE_NOTADB" or "not a database" in str(exc):
+        return StoreError(f"{path} is not an agents-room store (not a SQLite database); refusing to touch it")
+    if name == "SQLITE_CORRUPT" or "malformed" in str(exc):
+        return StoreError(f"{path} is corrupt ({exc}); refusing to use it, move it aside to start fresh")
+    if "delivery_backward" in str(exc):
+        return StoreError(f"refused: {exc}")
+    return StoreError(f"{path}: {exc}")
+
+
+class Database:
+    """A connection to the store file. Thread-safe: one lock serialises this process's use
+    of the connection (SQLite admits one writer at a time anyway)."""
+
+    def __init__(self, path: Path, clock: Clock, busy_timeout_s: float) -> None:
+        self.path = path
+        self.clock = clock
+        self.busy_timeout_s = busy_timeout_s
+        self._lock = threading.RLock()
+        try:
+            # isolation_level=None: we issue BEGIN IMMEDIATE ourselves. Python 3.11's
+            # "IMMEDIATE" only begins before the first write statement, which would run a
+            # lease's holder check outside the transaction.
+            self.conn = sqlite3.connect(
+                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc, path) from exc
+
+    # -- transactions -------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Tx]:
+        """One write transaction: BEGIN IMMEDIATE (the write lock is taken before any read,
+        so a check-then-insert cannot interleave with another writer), COMMIT on success,
+        ROLLBACK on any error. Waiting for the lock is bounded; past it, ``StoreBusy``."""
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            tx = Tx(self.conn, self.clock.now())
+            try:
+                yield tx
+                self.conn.execute("COMMIT")
+            except BaseException as exc:
+                # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
+                # back: only roll back what is still open, never continue it.
+                if self.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc, self.path) from exc
+                raise
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Tx]:
+        """One read transaction: a consistent snapshot, never blocks writers (WAL). Kept
+        short, so checkpoints can reset the WAL."""
+        with self._lock:
+            try:
+                self.conn.execute("BEGIN")
+                tx = Tx(self.conn, self.clock.now())
+                yield tx
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            finally:
+                if self.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self.conn.close()
+
+    # -- files and health -----------------------------------------------------------------
+
+    def files(self) -> tuple[Path, Path, Path]:
+        """The database, its WAL and its shared-memory file. Never open() these: closing any
+        descriptor of them drops this process's POSIX locks (a known corruption path)."""
+        return self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.stat(f"{self.path}-wal").st_size
+        except FileNotFoundError:
+            return 0
+
+    def health(self) -> dict[str, Any]:
+        """What ``agents-room doctor`` prints: mode, version, integrity, counts, WAL size."""
+        with self._lock:
+            conn = self.conn
+            counts = {
+                table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 (fixed names)
+                for table in ("sessions", "memberships", "messages", "deliveries", "leases", "reads", "events")
+            }
+            return {
+                "path": str(self.path),
+                "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
+                "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[
+                    conn.execute("PRAGMA synchronous").fetchone()[0]
+                ],
+                "schema_version": conn.execute("PRAGMA user_version").fetchone()[0],
+                "quick_check": conn.execute("PRAGMA quick_check").fetchone()[0],
+                "rows": counts,
+                "db_bytes": os.stat(self.path).st_size,
+                "wal_bytes": self.wal_bytes(),
+                "mode": oct(stat.S_IMODE(os.stat(self.path).st_mode)),
+            }
+
+    def integrity_check(self) -> str:
+        with self._lock:
+            return "; ".join(r[0] for r in self.conn.execute("PRAGMA integrity_check").fetchall())
+
+
+def open_database(path: Path, clock: Clock, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Database:
+    """Open (creating if absent) the store at ``path``.
+
+    Refuses, with ``StoreError`` naming the file and leaving it untouched: a file that is not
+    a SQLite database, one that fails ``quick_check``, one where WAL mode does not take
+    (some network filesystems), one from a newer agents-room.
+    """
+    path = Path(path).expanduser().absolute()
+    _create_private(path)
+    db = Database(path, clock, busy_timeout_s)
+    try:
+        _configure(db)
+        _migrate(db)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _create_private(path: Path) -> None:
+    """Folder 0700, file 0600, created before SQLite touches them (SQLite gives the -wal and
+    -shm files the database file's mode). An existing file is left exactly as it is."""
+    if not path.parent.exists():
+        os.makedirs(path.parent, mode=0o700, exist_ok=True)
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            # No connection is open in this process yet, so this descriptor holds no locks.
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    elif not path.is_file():
+        raise StoreError(f"{path} is not a regular file; refusing to use it as a store")
+
+
+def _configure(db: Database) -> None:
+    conn = db.conn
+    try:
+        # Reading the header first: a file that is not a database fails here, read-only.
+        conn.execute("PRAGMA schema_version").fetchone()
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StoreError(
+                f"{db.path}: WAL mode did not take (journal_mode is {mode!r}); the store needs "
+                "shared memory between processes, which this filesystem does not give"
+            )
+        # NORMAL in WAL: survives any application crash; a power loss may drop the last
+        # commits. FULL would sync every commit at a large cost under many writers.
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        conn.execute("PRAGMA foreign_keys=OFF")
+        check = conn.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise StoreError(f"{db.path} fails quick_check ({check}); refusing to use it")
+    except sqlite3.Error as exc:
+        raise _translate(exc, db.path) from exc
+
+
+def _migrate(db: Database) -> None:
+    """Forward-only migrations, safe when several processes open an old file at once: the
+    version is re-read inside BEGIN IMMEDIATE, so exactly one of them applies each step."""
+    conn = db.conn
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    if current > SCHEMA_VERSION:
+        raise StoreError(
+            f"{db.path} has schema version {current}, newer than this agents-room ({SCHEMA_VERSION}); upgrade it"
+        )
+    if current == SCHEMA_VERSION:
+        return
+    with db.write() as tx:
+        current = tx.scalar("PRAGMA user_version")
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            if version == 1 and tx.scalar("SELECT count(*) FROM sqlite_master"):
+                raise StoreError(f"{db.path} holds tables that are not an agents-room store; refusing to touch it")
+            for statement in _schema_statements(version):
+                tx.execute(statement)
+            tx.execute(f"PRAGMA user_version={version}")
