@@ -7,6 +7,7 @@ the backend (:mod:`.sqlite`); the rules themselves live in one module per concep
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ from .sessions import Joined, Session
 from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, default_path, open_database
 
 __all__ = [
-    "ERROR_CODES", "Claim", "Clock", "Drift", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
+    "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
     "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "ProcessScan", "Received", "RoomError",
     "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "default_path",
     "liveness", "scan_processes",
@@ -42,6 +43,16 @@ __all__ = [
 # A read-only call records last_seen only when the stored value is older than this, so
 # reads stay reads (no write lock) under load.
 TOUCH_INTERVAL_S = 30.0
+
+
+@dataclass(frozen=True)
+class Event:
+    seq: int
+    at: float
+    session_id: str | None
+    kind: str
+    path: str | None
+    payload: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,15 @@ class Store:
         return drift
 
     # -- operations ---------------------------------------------------------------------------------
+
+    def events(self, after_seq: int = 0, limit: int = 10_000) -> list[Event]:
+        """Audit rows after ``after_seq`` in commit order (what the simulator's checker replays)."""
+        with self.db.read() as tx:
+            rows = tx.all(
+                "SELECT seq, at, session_id, kind, path, payload FROM events WHERE seq > ? ORDER BY seq LIMIT ?",
+                (after_seq, limit),
+            )
+        return [Event(seq, at, sid, kind, path, json.loads(payload)) for seq, at, sid, kind, path, payload in rows]
 
     def health(self) -> dict[str, Any]:
         return self.db.health()

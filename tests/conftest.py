@@ -1,0 +1,60 @@
+"""Shared fixtures. Every test gets its own store under its own temporary folder; nothing
+here (or anywhere in the tests) may touch ~/.agents-room."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from agents_room.store import Clock, Store
+
+settings.register_profile(
+    "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
+)
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Point every default at the test's own folder, and drop harness variables that the
+    developer's own session may carry."""
+    monkeypatch.setenv("AGENTS_ROOM_DB", str(tmp_path / "default-store" / "room.db"))
+    for name in ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
+                 "AGENTS_ROOM_TOKEN", "CODEX_THREAD_ID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def make_repo(path: Path) -> Path:
+    """A real git repository with one committed file."""
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text(f"# {path.name}\n")
+    return path
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "alpha")
+
+
+@pytest.fixture
+def other_repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path / "beta")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    """A pinned clock: tests move it with ``clock.shift(seconds)``."""
+    return Clock(fixed=1_800_000_000.0)
+
+
+@pytest.fixture
+def store(tmp_path: Path, clock: Clock):
+    s = Store.open(tmp_path / "store" / "room.db", clock=clock, busy_timeout_s=2.0)
+    yield s
+    s.close()
