@@ -1,0 +1,104 @@
+"""Liveness from a scan of real processes: a harness key in some process's environment
+means alive; no pid recorded means unknown; a pid alone is checked as a pid."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Clock, Store, liveness, scan_processes
+
+
+@pytest.fixture
+def key() -> str:
+    return str(uuid.uuid4())
+
+
+@pytest.fixture
+def child(key: str) -> Iterator[subprocess.Popen]:
+    """A real running process carrying ``key`` in its environment, as a harness's children do."""
+    env = {**os.environ, "SOME_HARNESS_SESSION": key}
+    proc = subprocess.Popen(["sleep", "60"], env=env)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def test_a_process_carrying_the_key_makes_it_alive(child: subprocess.Popen, key: str) -> None:
+    assert liveness(child.pid, key, scan_processes()) == "alive"
+
+
+def test_once_that_process_exits_the_key_is_gone(child: subprocess.Popen, key: str) -> None:
+    _stop(child)
+    assert liveness(child.pid, key, scan_processes()) == "gone"
+
+
+def test_the_key_decides_even_when_the_recorded_pid_is_dead(child: subprocess.Popen, key: str) -> None:
+    # A harness keeps its key across MCP restarts; the pid recorded at join may be stale.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    assert liveness(dead.pid, key, scan_processes()) == "alive"
+
+
+def test_a_live_pid_without_its_key_in_any_environment_is_gone() -> None:
+    assert liveness(os.getpid(), str(uuid.uuid4()), scan_processes()) == "gone"
+
+
+def test_the_key_is_matched_whatever_its_case(key: str) -> None:
+    proc = subprocess.Popen(["sleep", "60"], env={**os.environ, "X_KEY": key.upper()})
+    try:
+        assert liveness(proc.pid, key, scan_processes()) == "alive"
+    finally:
+        _stop(proc)
+
+
+def test_no_pid_recorded_is_unknown_even_with_a_live_key(child: subprocess.Popen, key: str) -> None:
+    assert liveness(None, key, scan_processes()) == "unknown"
+
+
+def test_a_running_pid_without_a_key_is_alive() -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        assert liveness(proc.pid, None, scan_processes()) == "alive"
+    finally:
+        _stop(proc)
+
+
+def test_an_exited_pid_without_a_key_is_gone() -> None:
+    proc = subprocess.Popen(["sleep", "60"])
+    _stop(proc)
+    assert liveness(proc.pid, None, scan_processes()) == "gone"
+
+
+def test_a_proc_folder_that_cannot_be_read_gives_an_empty_scan(tmp_path: Path) -> None:
+    scan = scan_processes(str(tmp_path / "no-proc"))
+    assert (scan.pids, scan.keys) == (frozenset(), frozenset())
+
+
+def test_room_who_follows_the_process_from_alive_to_gone(
+    store: Store, repo: Path, child: subprocess.Popen, key: str
+) -> None:
+    store.room_join(cwd=str(repo), pid=child.pid, harness_key=key)
+    assert store.room_who()[0].liveness == "alive"
+    _stop(child)
+    assert store.room_who()[0].liveness == "gone"
+
+
+def test_prune_spares_a_live_key_and_removes_it_once_gone(
+    store: Store, clock: Clock, repo: Path, child: subprocess.Popen, key: str, join: Callable[..., str]
+) -> None:
+    sid = join(pid=child.pid, harness_key=key)
+    clock.shift(3600)
+    assert store.prune(60) == []
+    _stop(child)
+    assert [s.id for s in store.prune(60)] == [sid]
