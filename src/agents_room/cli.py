@@ -1,0 +1,208 @@
+"""``agents-room``: a thin shell over the store. Each command builds the ``Store`` and calls one
+method; the store's errors become a one-line message and a non-zero exit here, at the edge.
+
+Nothing here imports ``mcp`` at module level: only ``serve`` needs it, and commands run from
+hooks must start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .store import RoomError, Store, default_path
+
+Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
+
+
+def _db_path(args: argparse.Namespace) -> Path:
+    return Path(args.db).expanduser() if args.db else default_path()
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """The store the command works on: ``--db``, else ``$AGENTS_ROOM_DB``, else the default."""
+    return Store.open(_db_path(args))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+# -- serve ------------------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> int:
+    from . import identity
+    from .server import build_server, http
+
+    address = http.parse_address(args.http) if args.http else None
+    token = os.environ.get("AGENTS_ROOM_TOKEN") or None
+    if address:
+        http.check_exposure(address, token)
+    store = open_store(args)  # a file that is not a store is refused here, before serving
+    who = identity.for_http() if address else identity.for_stdio()
+    server = build_server(store=store, identity=who)
+    try:
+        if address:
+            import anyio
+
+            anyio.run(http.serve, server, address, token)
+        else:
+            server.run("stdio")
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def add_serve(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run the MCP server (stdio, or Streamable HTTP with --http)",
+        description="Run the agents-room MCP server. On stdio (the default) a harness spawns one per agent. "
+        "With --http HOST:PORT one process serves several agents over Streamable HTTP at /mcp; requests must "
+        "carry 'Authorization: Bearer $AGENTS_ROOM_TOKEN' when that is set, and a non-loopback HOST is refused "
+        "without it.",
+    )
+    p.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP on this address, e.g. 127.0.0.1:8765")
+    p.set_defaults(run=serve)
+
+
+# -- who --------------------------------------------------------------------------------------
+
+
+def _ago(t: float) -> str:
+    s = max(0.0, time.time() - t)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s / size:.0f}{unit} ago"
+    return f"{s:.0f}s ago"
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
+
+
+def who(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        members = store.room_who(room=args.room)
+    if args.json:
+        _print_json([dataclasses.asdict(m) for m in members])
+        return 0
+    if not members:
+        print(f"no sessions{' in ' + args.room if args.room else ''} in {_db_path(args)}")
+        return 0
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
+    rows += [[m.session_id, m.label or "-", m.harness, m.liveness, m.autonomy, _ago(m.last_seen),
+              ",".join(m.rooms) or "-", m.cwd] for m in members]
+    print(_table(rows))
+    return 0
+
+
+def add_who(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "who", help="list sessions with their liveness",
+        description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
+        "gone (it is not), unknown (no process recorded).",
+    )
+    p.add_argument("--room", help="only this room's members")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(run=who)
+
+
+# -- prune ------------------------------------------------------------------------------------
+
+
+def prune(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        removed = store.prune(args.quiet_s, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for s in removed:
+        label = f" ({s.label})" if s.label else ""
+        print(f"{verb} {s.id}{label}: {s.harness}, cwd {s.cwd}, last seen {_ago(s.last_seen)}, gone")
+    if not removed:
+        print(f"nothing to prune: no session quiet for {args.quiet_s:g}s is gone")
+    return 0
+
+
+def add_prune(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "prune", help="remove sessions that are quiet and gone",
+        description="Remove sessions quiet for longer than --quiet-s seconds whose agent is gone (the liveness "
+        "room_who reports). Each leaves its rooms, its leases are released, its unread messages expire; a "
+        "tombstone is kept. Sessions whose liveness is unknown are kept.",
+    )
+    p.add_argument("--quiet-s", type=float, required=True, metavar="N", help="seconds without a tool call")
+    p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    p.set_defaults(run=prune)
+
+
+# -- doctor -----------------------------------------------------------------------------------
+
+
+def doctor(args: argparse.Namespace) -> int:
+    path = _db_path(args)
+    if not path.exists():
+        print(f"agents-room: no store at {path} (it is created on first use)", file=sys.stderr)
+        return 1
+    with open_store(args) as store:  # refuses a file that is not a healthy store
+        health = store.health()
+    if args.json:
+        _print_json(health)
+    else:
+        for key in ("path", "journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
+            print(f"{key + ':':16}{health[key]}")
+        print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
+        print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
+    return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
+
+
+def add_doctor(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "doctor", help="check the store file",
+        description="Open the store and report its path, journal mode, schema version, quick_check, row counts "
+        "and WAL size. Exits non-zero, naming the file, if the store is missing or refused.",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(run=doctor)
+
+
+# -- the command line -------------------------------------------------------------------------
+
+# Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
+# code>. A subcommand in its own module exposes the same add_parser and is listed here.
+COMMANDS: list[Callable[[Subparsers], None]] = [add_serve, add_who, add_prune, add_doctor]
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="agents-room",
+        description="Coordination for coding agents on one machine: presence, messages, file leases and drift "
+        "checks over one SQLite file.",
+    )
+    p.add_argument("--version", action="version", version=f"agents-room {__version__}")
+    p.add_argument("--db", metavar="PATH", help="the store file (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
+    subparsers = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add_parser in COMMANDS:
+        add_parser(subparsers)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except RoomError as exc:
+        print(f"agents-room: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

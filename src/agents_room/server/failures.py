@@ -1,0 +1,84 @@
+"""The one place where anything that goes wrong in a tool call becomes a tool error.
+
+A model reads these texts, so each starts with a stable code and a colon (``unknown_session:``,
+``invalid_argument: <field>:`` ...) and then says in plain words what to do. Never the SDK's
+generic "Error executing tool" and never a traceback: the traceback goes to stderr, which the
+harness keeps in its MCP log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent
+from pydantic import ValidationError
+
+from ..store import InvalidArgument, RoomError
+
+log = logging.getLogger("agents_room.server")
+
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string",
+               list: "array", dict: "object"}
+
+
+def json_type(value: Any) -> str:
+    return _JSON_TYPES.get(type(value), type(value).__name__)
+
+
+def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
+    """Refuse an argument the tool does not take, or a required one that is missing, naming
+    it. (The SDK silently drops unknown arguments: a misspelt ``sesion_id`` would then be
+    reported as a missing ``session_id``, or, for an optional one, ignored without a word.)"""
+    known = list(schema.get("properties", {}))
+    for name in arguments:
+        if name not in known:
+            raise InvalidArgument(
+                str(name)[:64], f"{tool} takes no such argument; its arguments are {', '.join(known) or 'none'}"
+            )
+    for name in schema.get("required", ()):
+        if name not in arguments:
+            raise InvalidArgument(name, f"required by {tool}")
+
+
+def _invalid(exc: ValidationError) -> InvalidArgument:
+    """The first problem pydantic found, as ``invalid_argument: <field>: ...``."""
+    err = exc.errors()[0]
+    loc = [str(part) for part in err.get("loc", ())] or ["arguments"]
+    field, inner = loc[0], "".join(f"[{part}]" for part in loc[1:])
+    msg = err.get("msg", "invalid value")
+    if msg.startswith("Value error, "):  # our own validators' words
+        msg = msg.removeprefix("Value error, ")
+    msg = msg[:1].lower() + msg[1:]
+    if err.get("type") == "missing":
+        return InvalidArgument(field + inner, "required")
+    return InvalidArgument(field + inner, f"{msg}, got {json_type(err.get('input'))}")
+
+
+def unwrap(exc: BaseException) -> BaseException:
+    """The SDK wraps what a tool raised in a ``ToolError`` (argument validation included)
+    whose ``__cause__`` is the original: map the original."""
+    while isinstance(exc, ToolError) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def describe(tool: str, exc: BaseException) -> str:
+    """The text of the tool error for ``exc``: a ``RoomError`` speaks for itself (its
+    ``__str__`` is ``code: words``); anything unexpected is a short ``store_error:``."""
+    cause = unwrap(exc)
+    if isinstance(cause, ValidationError):
+        cause = _invalid(cause)
+    if isinstance(cause, RoomError):
+        return str(cause)
+    if isinstance(cause, ToolError):  # raised by the SDK itself with no cause (e.g. unknown tool)
+        return f"invalid_argument: name: {str(cause)[:200]}"
+    log.error("%s failed unexpectedly", tool, exc_info=cause)
+    first_line = (str(cause).splitlines() or [""])[0][:200]
+    return f"store_error: unexpected {type(cause).__name__} in {tool}: {first_line}".rstrip(": ")
+
+
+def tool_error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

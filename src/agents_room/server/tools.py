@@ -1,0 +1,277 @@
+"""The 18 tools of the protocol, one short function each, each calling one ``Store`` method.
+
+Docstrings and argument descriptions are what the model reads when it decides what to
+call: when to call the tool, what each argument means, what each error means here. Plain
+``def`` functions on purpose: the SDK runs them in a worker thread, so a call waiting for
+SQLite's write lock (bounded, see ``store_busy``) never stalls the event loop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+from pydantic import BeforeValidator, Field
+
+from ..store import Store
+
+if TYPE_CHECKING:
+    from . import RoomServer, State
+
+
+def _no_bool(value: Any) -> Any:
+    # JSON true/false would otherwise pass as 1/0 (pydantic's lax int).
+    if isinstance(value, bool):
+        raise ValueError("must be a whole number, not true or false")
+    return value
+
+
+Whole = Annotated[int, BeforeValidator(_no_bool)]
+SessionId = Annotated[str, Field(description=(
+    "Your session id: the 16 lowercase hex characters room_join returned. Not your harness key (a UUID)."))]
+OptionalSessionId = Annotated[str | None, Field(description=(
+    "Your session id from room_join (16 lowercase hex); optional here."))]
+PathArg = Annotated[str, Field(description=(
+    "The file, absolute or relative to your working directory (made absolute before use); at most 4096 bytes."))]
+RoomName = Annotated[str | None, Field(description=(
+    "A room name: lowercase letters, digits and ._:/- (at most 64), e.g. 'team:payments' or 'repo:web'."))]
+Limit = Annotated[Whole | None, Field(description="At most this many messages, 1..1000.")]
+Autonomy = Literal["hold", "notify", "wake"]
+LeaseTtl = Annotated[Whole | None, Field(description="Lease length in seconds, 1..86400; default 600.")]
+
+_READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+_WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
+
+
+def _store(ctx: Context) -> Store:
+    return _state(ctx).store
+
+
+def _state(ctx: Context) -> State:
+    return ctx.request_context.lifespan_context
+
+
+def plain(value: Any) -> Any:
+    """Store records (frozen dataclasses) as plain JSON-able values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+# -- sessions and rooms ------------------------------------------------------------------------
+
+
+def room_join(
+    ctx: Context,
+    room: RoomName = None,
+    extra_rooms: Annotated[list[str] | None, Field(description="More shared rooms to join (room names).")] = None,
+    label: Annotated[str | None, Field(description="A short name others see, e.g. 'api-refactor' (≤ 64 chars).")] = None,
+    tags: Annotated[list[str] | None, Field(description="Up to 16 tags (≤ 32 chars each); others reach you with to='tag:<tag>'.")] = None,
+    autonomy: Annotated[Autonomy | None, Field(description=(
+        "How messages reach you: 'hold' (only when you call msg_recv), 'notify' (mentioned during your turns; "
+        "the default), 'wake' (may start a turn while you are idle). A rejoin can only raise it."))] = None,
+    harness: Annotated[str | None, Field(description="Your harness, e.g. 'claude-code'; detected when omitted.")] = None,
+    harness_key: Annotated[str | None, Field(description=(
+        "Your harness's id for this chat (a UUID), taken from the environment when omitted. "
+        "It is never a session_id."))] = None,
+) -> dict[str, Any]:
+    """Join agents-room. Call this first, once, and keep the session_id it returns: every other
+    tool takes it as session_id. You join repo:<your git repository's name> automatically;
+    `room` and `extra_rooms` add shared rooms, which is how agents in other repositories reach
+    you. Calling it again with the same harness key rejoins the same session (rooms added,
+    label and tags replaced when given). Returns session_id, rooms, autonomy, rejoined, and a
+    warning when something was not applied as asked (e.g. autonomy lowered or clamped by a room
+    cap). Errors: invalid_argument: <field> names the malformed argument."""
+    s = _state(ctx)
+    me = s.identity
+    return plain(s.store.room_join(
+        cwd=me.cwd, pid=me.pid, room=room, extra_rooms=extra_rooms, label=label, tags=tags, autonomy=autonomy,
+        harness=harness or me.harness, harness_key=harness_key or me.harness_key, wake_lever=s.wake_lever,
+    ))
+
+
+def room_leave(ctx: Context, session_id: SessionId) -> dict[str, Any]:
+    """Leave every room and end your session when you are done: your leases are released and
+    your unread messages expire. The session_id is dead afterwards (room_join for a new one).
+    Errors: unknown_session: the id names no live session (the text says what it probably is)."""
+    _store(ctx).room_leave(session_id)
+    return {}
+
+
+def room_leave_room(ctx: Context, session_id: SessionId, room: Annotated[str, Field(description="The room to leave.")]) -> dict[str, Any]:
+    """Leave one room and stay in the others. Errors: invalid_argument: room when you are not
+    in it or the name is malformed; unknown_session."""
+    _store(ctx).room_leave_room(session_id, room)
+    return {}
+
+
+def room_who(ctx: Context, session_id: OptionalSessionId = None, room: RoomName = None) -> dict[str, Any]:
+    """Who is here. With `room`: its members; else with session_id: everyone sharing a room with
+    you; with neither: every session. Each has session_id, label, harness, cwd, rooms, tags,
+    autonomy, last_seen and liveness: 'alive' (its agent is running), 'gone' (it is not; it may
+    be pruned), 'unknown' (no process recorded). Errors: unknown_session; invalid_argument: room."""
+    return {"sessions": plain(_store(ctx).room_who(session_id, room))}
+
+
+def room_set_autonomy_cap(
+    ctx: Context,
+    autonomy: Annotated[Autonomy, Field(description="The highest level members of the room may have.")],
+    session_id: OptionalSessionId = None,
+    room: RoomName = None,
+) -> dict[str, Any]:
+    """The operator's way to lower autonomy: cap a room's level; members above it are lowered
+    now and later joins are clamped. Call it only when your human asks. Without `room` it caps
+    your repo room (then session_id is needed). Returns room and autonomy.
+    Errors: invalid_argument: room (no room named and no session_id); unknown_session."""
+    target, level = _store(ctx).room_set_autonomy_cap(autonomy, session_id, room)
+    return {"room": target, "autonomy": level}
+
+
+# -- messages ------------------------------------------------------------------------------------
+
+
+def msg_send(
+    ctx: Context,
+    session_id: SessionId,
+    to: Annotated[str, Field(description=(
+        "Who receives it: '*' (everyone sharing a room with you), a session id, 'file:<glob>' (whoever holds a "
+        "lease on a matching path; the glob is tried on the absolute path, the path relative to the holder's "
+        "folder, and the base name) or 'tag:<tag>'."))],
+    subject: Annotated[str | None, Field(description="One line, ≤ 200 chars.")] = None,
+    body: Annotated[str | None, Field(description="The message, ≤ 64 KiB.")] = None,
+    reply_to: Annotated[Whole | None, Field(description="The message_id this answers.")] = None,
+    ttl_s: Annotated[Whole | None, Field(description=(
+        "Seconds until it expires unread, 1..2592000; default never."))] = None,
+) -> dict[str, Any]:
+    """Send a message to other agents. Returns message_id and recipients (session ids). Zero
+    recipients is not an error: a warning says the selector matched nobody, and the message
+    still shows in your rooms' history. Errors: unknown_session (your session_id, or a session
+    id in `to` that names no live session); invalid_argument: <field>."""
+    return plain(_store(ctx).msg_send(session_id, to, subject, body, reply_to, ttl_s))
+
+
+def msg_recv(ctx: Context, session_id: SessionId, limit: Limit = None) -> dict[str, Any]:
+    """Read your unread messages, oldest first (default up to 100); they are marked read. Call it
+    when told you have unread messages, and at natural pauses. When there are none, `inbox`
+    says which rooms you are in, how many messages you ever received and read, and when the
+    last arrived, so an empty answer is not mistaken for a wrong room or id.
+    Errors: unknown_session; invalid_argument: limit."""
+    return plain(_store(ctx).msg_recv(session_id, limit))
+
+
+def msg_ack(ctx: Context, session_id: SessionId, message_id: Annotated[Whole, Field(description="A message_id you received.")]) -> dict[str, Any]:
+    """Confirm you handled a message you have read (msg_recv first); its sender sees it in
+    msg_sent. Acking twice is harmless. Errors: not_recipient: it was never delivered to you;
+    invalid_argument: message_id when it is not read yet or expired unread; unknown_session."""
+    _store(ctx).msg_ack(session_id, message_id)
+    return {}
+
+
+def msg_unread(ctx: Context, session_id: SessionId) -> dict[str, Any]:
+    """How many unread messages wait for you, without reading them. Errors: unknown_session."""
+    return {"count": _store(ctx).msg_unread(session_id)}
+
+
+def msg_sent(ctx: Context, session_id: SessionId, limit: Limit = None) -> dict[str, Any]:
+    """The messages you sent, newest first (default 50), each with every recipient's state
+    (stored, offered, accepted, read, acked, expired, undeliverable), how many are still
+    pending, and which recipients have left. Use it to see whether you were heard.
+    Errors: unknown_session; invalid_argument: limit."""
+    return {"messages": plain(_store(ctx).msg_sent(session_id, limit))}
+
+
+def room_history(ctx: Context, session_id: OptionalSessionId = None, room: RoomName = None, limit: Limit = None) -> dict[str, Any]:
+    """A room's messages, oldest first (the last 50 by default): what was said and decided there,
+    including before you joined. Default room: your repo room. Read-only: marks nothing read.
+    Errors: invalid_argument: room (no room named and no session_id); unknown_session."""
+    target, found = _store(ctx).room_history(session_id, room, limit)
+    return {"room": target, "messages": plain(found)}
+
+
+# -- leases --------------------------------------------------------------------------------------
+
+
+def lease_claim(
+    ctx: Context,
+    session_id: SessionId,
+    path: PathArg,
+    ttl_s: LeaseTtl = None,
+    mode: Annotated[Literal["exclusive", "shared"] | None, Field(description=(
+        "'exclusive' (default: you alone) or 'shared' (several holders; blocks exclusive claims)."))] = None,
+) -> dict[str, Any]:
+    """Claim a file before you edit it, so no other agent edits it at the same time. ok=true: it
+    is yours until lease.expires_at (lease.token grows with every grant); claiming it again
+    extends it, and a sole shared holder may upgrade to exclusive. ok=false: someone else holds
+    it; `holder` says who and until when, `reason` says it in words. Do not edit it then:
+    message the holder (msg_send) or work on something else. Release it when done.
+    Errors: unknown_session; invalid_argument: path, ttl_s or mode; store_busy (retry)."""
+    return plain(_store(ctx).lease_claim(session_id, path, ttl_s, mode))
+
+
+def lease_renew(ctx: Context, session_id: SessionId, path: PathArg, ttl_s: LeaseTtl = None) -> dict[str, Any]:
+    """Extend your lease before it expires, for edits that take long. Returns the renewed lease
+    with a new token. ttl_s defaults to the lease's own length. Errors: lease_not_held: it
+    expired or was never yours (the text names the current holder, if any): lease_claim again
+    and re-check the file; unknown_session; invalid_argument: path or ttl_s."""
+    return plain(_store(ctx).lease_renew(session_id, path, ttl_s))
+
+
+def lease_release(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
+    """Release your lease when you finish editing, so others may claim it.
+    Errors: lease_not_held: you do not hold it (the text says who does, if anyone); unknown_session."""
+    _store(ctx).lease_release(session_id, path)
+    return {}
+
+
+def lease_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
+    """Is a file free? Returns free, and lease: the current holder's lease (session_id, label,
+    mode, expires_at), plus every holder of a shared lease. Does not claim anything.
+    Errors: unknown_session; invalid_argument: path."""
+    return plain(_store(ctx).lease_check(session_id, path))
+
+
+def lease_list(ctx: Context, session_id: SessionId) -> dict[str, Any]:
+    """Every live lease in the store (which files are being edited, by whom, until when), with
+    mine=true on yours. Errors: unknown_session."""
+    return {"leases": plain(_store(ctx).lease_list(session_id))}
+
+
+# -- reads and drift -----------------------------------------------------------------------------
+
+
+def note_read(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
+    """Record what a file holds right after you read it (its SHA-256), so drift_check can tell
+    you later whether it changed under you. Returns hash. Errors: invalid_argument: path
+    (missing, a directory, unreadable, or the store's own files); unknown_session."""
+    return {"hash": _store(ctx).note_read(session_id, path)}
+
+
+def drift_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
+    """Before editing a file you read earlier: did it change since your note_read? severity
+    SAFE: unchanged (or no baseline recorded); MINOR: changed, nobody else held a lease on it:
+    re-read it; CRITICAL: changed while another session (`holder`) held a lease on it: re-read
+    and coordinate with them. Also path, changed, since (when you read it), message.
+    Errors: invalid_argument: path; unknown_session."""
+    return plain(_store(ctx).drift_check(session_id, path))
+
+
+TOOLS = (
+    room_join, room_leave, room_leave_room, room_who, room_set_autonomy_cap,
+    msg_send, msg_recv, msg_ack, msg_unread, msg_sent, room_history,
+    lease_claim, lease_renew, lease_release, lease_check, lease_list,
+    note_read, drift_check,
+)
+READ_ONLY = {"room_who", "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "drift_check"}
+
+
+def register(server: RoomServer) -> None:
+    for fn in TOOLS:
+        server.add_tool(
+            fn, description=inspect.cleandoc(fn.__doc__ or ""),
+            annotations=_READ_ONLY if fn.__name__ in READ_ONLY else _WRITES,
+        )
