@@ -143,11 +143,12 @@ CREATE TABLE reads (
 --   cap           {room, autonomy}
 --   send          {message_id, selector, rooms, recipients: {session: state}}
 --   delivery      {to, items: [[message_id, from_state], ...]}   (session = recipient)
---   lease_grant   {path, mode, token, expires_at, previous_mode}  (previous_mode: re-claim)
---   lease_renew   {path, mode, token, expires_at}
---   lease_release {path, mode, token, reason}        ('release', 'leave', 'prune')
---   lease_expire  {path, mode, token, expires_at}
---   note_read     {path, hash}
+--   (the lease and read kinds carry their path in the path column, not in the payload)
+--   lease_grant   {mode, token, expires_at, previous_mode}  (previous_mode: re-claim)
+--   lease_renew   {mode, token, expires_at}
+--   lease_release {mode, token, reason}              ('release', 'leave', 'prune')
+--   lease_expire  {mode, token, expires_at}
+--   note_read     {hash}
 CREATE TABLE events (
     seq        INTEGER PRIMARY KEY AUTOINCREMENT,
     at         REAL NOT NULL,
