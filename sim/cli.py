@@ -1,0 +1,63 @@
+"""The ``sim`` command: ``sim run SCENARIO.toml`` (and room for ``sim bench``).
+
+Exit codes follow Maelstrom: 0 valid (and every ``[expect]`` bound met), 1 invalid (or a
+bound missed), 2 an invalid scenario or an unknown verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from .scenario import ScenarioError, load
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sim", description="Hammer one agents-room store with many agent processes "
+                                "and prove what happened.")
+    sub = p.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a scenario, check the history, write the report",
+                         description="Run SCENARIO (a TOML file, see docs/simulator.md) against a fresh store.")
+    run.add_argument("scenario", type=Path, help="the scenario file, e.g. scenarios/shared-room.toml")
+    run.add_argument("--out", type=Path, help="output folder (default reports/<scenario>-<UTC time>/); must not exist")
+    run.add_argument("--duration", type=float, metavar="S", help="seconds of work (overrides [run] duration_s)")
+    run.add_argument("--agents", type=int, metavar="N", help="total agents, spread over the repos in proportion")
+    run.add_argument("--seed", type=int, metavar="N", help="the workload seed (overrides [run] seed)")
+    run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
+                     "`agents-room serve` per agent over stdio")
+    run.add_argument("--no-live", action="store_true", help="no live progress display")
+    return p
+
+
+def run_command(args: argparse.Namespace, console: Console) -> int:
+    from .runner import default_out, run_scenario
+
+    try:
+        scenario = load(args.scenario).with_overrides(
+            duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver)
+    except ScenarioError as exc:
+        console.print(f"[red]sim: invalid scenario[/]: {exc}")
+        return 2
+    out = args.out or default_out(scenario)
+    if out.exists():
+        console.print(f"[red]sim: {out} already exists[/]; pick another --out")
+        return 2
+    result = run_scenario(scenario, out, live=not args.no_live, console=console)
+    return result.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: wide enough for the summary table
+        console = Console(width=120)
+    if args.command == "run":
+        return run_command(args, console)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

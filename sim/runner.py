@@ -1,0 +1,393 @@
+"""``sim run``: set up real repositories and a fresh store, spawn the agents, watch them,
+stop them, drain them, then check and report.
+
+The output folder is laid out as ``docs/history.md`` says. The runner never opens the store
+while agents run (it only ``stat``s its WAL); it reads the events once they have exited.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import queue
+import resource
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import history as hist
+from .progress import Progress
+from .scenario import Scenario, to_toml
+
+# Harness variables of whoever runs the simulator: an agent must carry only its own key.
+_FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
+                "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN")
+
+
+class RunAborted(RuntimeError):
+    """The run could not be carried out (an agent failed to start, a timeout): no verdict."""
+
+
+@dataclass
+class AgentProc:
+    no: int
+    name: str
+    repo: str
+    generation: int
+    harness_key: str
+    popen: subprocess.Popen
+    state: str = "starting"  # starting, ready, stopped, drained, error, exited
+    session: str | None = None
+    status: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+
+@dataclass
+class Layout:
+    out: Path
+
+    @property
+    def db(self) -> Path:
+        return self.out / "store" / "room.db"
+
+    @property
+    def history(self) -> Path:
+        return self.out / "history"
+
+    @property
+    def repos(self) -> Path:
+        return self.out / "repos"
+
+    @property
+    def samples(self) -> Path:
+        return self.out / "samples.jsonl"
+
+
+def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return base / f"{scenario.name}-{stamp}"
+
+
+# -- setting up ------------------------------------------------------------------------------
+
+
+def file_names(n: int) -> list[str]:
+    return [f"src/mod_{i:02d}.py" for i in range(n)]
+
+
+def make_repo(path: Path, files: list[str]) -> None:
+    """A real git repository with real, committed files."""
+    path.mkdir(parents=True)
+    for name in files:
+        f = path / name
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"# {name}\nVALUE = 0\n")
+    git = ["git", "-C", str(path), "-c", "user.name=sim", "-c", "user.email=sim@localhost", "-c", "init.defaultBranch=main"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "initial files"], check=True)
+
+
+def prepare(scenario: Scenario, layout: Layout) -> None:
+    from agents_room.store import Store
+
+    layout.out.mkdir(parents=True, exist_ok=False)
+    for sub in ("store", "history", "agents", "logs", "repos"):
+        (layout.out / sub).mkdir()
+    (layout.out / "scenario.toml").write_text(to_toml(scenario))
+    for repo in scenario.repos:
+        make_repo(layout.repos / repo.name, file_names(repo.files))
+    # Create the schema once, before the agents race to open the file.
+    Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s).close()
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What the run phase leaves for checking and reporting."""
+
+    start_ns: int
+    end_ns: int
+    agents: list[AgentProc]
+    drained: bool
+    wall_start: float
+    runner_cpu_s: float
+    notes: list[str] = field(default_factory=list)
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True) -> None:
+        self.scn = scenario
+        self.layout = Layout(out)
+        self.live = live
+        self.agents: list[AgentProc] = []
+        self.lines: queue.Queue[tuple[int, str]] = queue.Queue()
+        # Hooks run on every sampling tick, with the runner and the monotonic time: the place
+        # where fault injection plugs in (and records its windows in samples.jsonl).
+        self.on_tick: list[Callable[[Runner, int], None]] = []
+        self._samples = None
+
+    # agents ------------------------------------------------------------------------------------
+
+    def spawn(self, no: int, generation: int = 0, harness_key: str | None = None) -> AgentProc:
+        """Start agent ``no`` (a new process; a replacement takes the next generation and a
+        new harness key)."""
+        n_total = self.scn.agents
+        repo, files, hot = self._repo_of(no)
+        key = harness_key or str(uuid.uuid4())
+        name = f"a{no:02d}"
+        repo_path = self.layout.repos / repo.name
+        server_env = {"AGENTS_ROOM_DB": str(self.layout.db), "AGENTS_ROOM_HARNESS_KEY": key,
+                      "AGENTS_ROOM_BUSY_TIMEOUT_S": str(self.scn.run.busy_timeout_s)}
+        cfg = {
+            "agent": name, "agent_no": no, "n_agents": n_total, "generation": generation, "cwd": str(repo_path),
+            "files": [str(repo_path / f) for f in files], "hot": hot, "rooms": list(repo.rooms),
+            "tags": list(repo.tags), "all_tags": self.scn.tags, "harness_key": key, "db": str(self.layout.db),
+            "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),
+            "env": server_env,
+        }
+        cfg_path = self.layout.out / "agents" / f"{name}.g{generation}.json"
+        cfg_path.write_text(json.dumps(cfg, indent=1))
+        env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
+        env.update(server_env)  # the key is in the environment from exec on: /proc sees it
+        env["PYTHONUNBUFFERED"] = "1"
+        log = open(self.layout.out / "logs" / f"{name}.g{generation}.log", "wb")  # noqa: SIM115 (owned by the child)
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "sim.agent", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=log, cwd=repo_path, env=env, text=True, bufsize=1,
+        )
+        log.close()
+        proc = AgentProc(no, name, repo.name, generation, key, popen)
+        threading.Thread(target=self._read_lines, args=(proc,), daemon=True).start()
+        return proc
+
+    def _repo_of(self, no: int) -> tuple[Any, list[str], int]:
+        first = 0
+        for repo in self.scn.repos:
+            if no < first + repo.agents:
+                return repo, file_names(repo.files), min(self.scn.workload.hot_paths, repo.files)
+            first += repo.agents
+        raise IndexError(no)
+
+    def _read_lines(self, proc: AgentProc) -> None:
+        assert proc.popen.stdout is not None
+        for line in proc.popen.stdout:
+            self.lines.put((proc.no, line.rstrip("\n")))
+        self.lines.put((proc.no, "exited"))
+
+    def _handle(self, no: int, line: str) -> None:
+        proc = self.agents[no]
+        word, _, rest = line.partition(" ")
+        if word == "ready":
+            proc.state, proc.session = "ready", rest
+        elif word == "stopped":
+            proc.state = "stopped"
+        elif word == "drained":
+            proc.state, proc.status = "drained", json.loads(rest)
+        elif word == "error":
+            proc.state, proc.error = "error", rest
+        elif word == "exited" and proc.state != "drained":
+            proc.state = "exited"
+            proc.error = proc.error or f"exited with code {proc.popen.wait()} (see logs/{proc.name}.g{proc.generation}.log)"
+
+    def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None) -> None:
+        while any(a.state not in states for a in self.agents):
+            broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
+            if broken:
+                raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
+            if time.monotonic() > deadline:
+                late = [a.name for a in self.agents if a.state not in states]
+                raise RunAborted(f"timed out {what}: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}")
+            try:
+                no, line = self.lines.get(timeout=0.1)
+                self._handle(no, line)
+            except queue.Empty:
+                pass
+            if tick:
+                tick()
+
+    def _tell(self, text: str) -> None:
+        for a in self.agents:
+            if a.popen.poll() is None:
+                try:
+                    assert a.popen.stdin is not None
+                    a.popen.stdin.write(text + "\n")
+                    a.popen.stdin.flush()
+                except (BrokenPipeError, OSError):
+                    pass
+
+    # sampling ------------------------------------------------------------------------------------
+
+    def sample(self, progress: Progress, now_ns: int, start_ns: int) -> dict[str, Any]:
+        try:
+            wal = os.stat(f"{self.layout.db}-wal").st_size
+        except FileNotFoundError:
+            wal = 0
+        alive = sum(1 for a in self.agents if a.popen.poll() is None)
+        counts = progress.poll()
+        row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),
+               "wal_bytes": wal, "agents_alive": alive, **counts}
+        self._write_sample(row)
+        return row
+
+    def _write_sample(self, row: dict[str, Any]) -> None:
+        if self._samples is not None:
+            self._samples.write(json.dumps(row, separators=(",", ":")) + "\n")
+            self._samples.flush()
+
+    def record_fault(self, fault: str, start_ns: int, end_ns: int | None = None, **detail: Any) -> None:
+        """A fault window for the report's shading (written by fault injection)."""
+        self._write_sample({"kind": "fault", "fault": fault, "time": start_ns, "end": end_ns, **detail})
+
+    def execute(self) -> Outcome:
+        scn, run = self.scn, self.scn.run
+        prepare(scn, self.layout)
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)
+        progress = Progress(self.layout.history, scn, live=self.live)
+        try:
+            self.agents = [self.spawn(no) for no in range(scn.agents)]
+            with progress.show():
+                progress.phase(f"starting {scn.agents} agents ({run.driver})")
+                self._wait_for({"ready"}, time.monotonic() + run.startup_timeout_s, "starting",
+                               tick=lambda: progress.starting(sum(a.state == "ready" for a in self.agents)))
+                start_ns = time.monotonic_ns() + 100_000_000
+                end_ns = start_ns + int(run.duration_s * 1e9)
+                wall_start = time.time() + 0.1
+                self._tell(f"go {start_ns} {end_ns}")
+                progress.phase("running")
+                next_sample = start_ns
+                while (now := time.monotonic_ns()) < end_ns:
+                    if now >= next_sample:
+                        row = self.sample(progress, now, start_ns)
+                        progress.update(row, run.duration_s)
+                        for hook in self.on_tick:
+                            hook(self, now)
+                        next_sample += int(run.sample_interval_s * 1e9)
+                    self._drain_lines()
+                    time.sleep(min(0.05, max(0.0, (min(next_sample, end_ns) - time.monotonic_ns()) / 1e9)))
+                self.sample(progress, time.monotonic_ns(), start_ns)
+                progress.phase("stopping")
+                self._wait_for({"stopped"}, time.monotonic() + run.op_timeout_s + 30, "stopping")
+                progress.phase("draining inboxes")
+                self._tell(f"drain {run.drain_timeout_s}")
+                self._wait_for({"drained"}, time.monotonic() + run.drain_timeout_s + 30, "draining")
+                self.sample(progress, time.monotonic_ns(), start_ns)
+            for a in self.agents:
+                a.popen.wait(timeout=30)
+        finally:
+            self._samples.close()
+            for a in self.agents:
+                if a.popen.poll() is None:
+                    a.popen.kill()
+                    a.popen.wait()
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
+        drained = all(a.status.get("drained") for a in self.agents)
+        notes = [f"{a.name}: inbox not drained in time" for a in self.agents if not a.status.get("drained")]
+        return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes)
+
+    def _drain_lines(self) -> None:
+        while True:
+            try:
+                no, line = self.lines.get_nowait()
+            except queue.Empty:
+                return
+            self._handle(no, line)
+            if self.agents[no].state in ("error", "exited"):
+                raise RunAborted(f"{self.agents[no].name} {self.agents[no].state} during the run: {self.agents[no].error}")
+
+
+def read_events(db: Path, busy_timeout_s: float, page: int = 10_000) -> tuple[list[Any], str, int]:
+    """Every event (paged by seq), ``PRAGMA integrity_check``, and the WAL size, once the
+    agents have exited."""
+    from agents_room.store import Store
+
+    events: list[Any] = []
+    with Store.open(db, busy_timeout_s=busy_timeout_s) as store:
+        while True:
+            chunk = store.events(events[-1].seq if events else 0, page)
+            events.extend(chunk)
+            if len(chunk) < page:
+                break
+        integrity = store.integrity_check()
+        wal = store.db.wal_bytes()
+    return events, integrity, wal
+
+
+def merge_history(layout: Layout) -> list[hist.Record]:
+    records = hist.read_folder(layout.history)
+    hist.settle_dangling(records)
+    hist.write_merged(records, layout.out / "history.jsonl")
+    return records
+
+
+def read_samples(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return hist.read(path)
+
+
+# -- the whole pipeline -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    out: Path
+    verdict: str  # valid, invalid, unknown
+    exit_code: int
+    report: dict[str, Any]
+
+
+def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tuple[str, Any]:
+    """The checker's verdict; a checker that cannot run makes the verdict unknown."""
+    try:
+        from .checker import check
+    except ImportError as exc:
+        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"checker unavailable: {exc}"}
+    result = check(events, records, integrity)
+    return result.verdict, result
+
+
+def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None) -> Result:
+    from . import report, stats
+
+    runner = Runner(scenario, out, live=live)
+    aborted = None
+    try:
+        outcome = runner.execute()
+    except RunAborted as exc:
+        aborted, outcome = str(exc), None
+    records = merge_history(runner.layout)
+    events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s)
+    samples = read_samples(runner.layout.samples)
+    if outcome is None:
+        verdict, check = "unknown", {"verdict": "unknown", "violations": [], "reason": f"run aborted: {aborted}"}
+        start_ns = min((r["time"] for r in records), default=0)
+        end_ns = max((r["time"] for r in records), default=start_ns + 1)
+        outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [f"aborted: {aborted}"])
+    else:
+        verdict, check = _check(events, records, integrity)
+        if verdict == "valid" and not outcome.drained:
+            verdict = "unknown"
+    names = [a.name for a in runner.agents]
+    figures = stats.compute(records, outcome.start_ns, outcome.end_ns, names,
+                            late_ms=scenario.open_loop.late_ms if scenario.workload.mode == "open" else None)
+    expectations = stats.expectations(scenario.expect, figures)
+    data = report.write(
+        runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
+        expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
+        wal_final=wal, history_len=len(records),
+    )
+    met = all(e.met for e in expectations)
+    code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
+    report.print_summary(data, console=console)
+    return Result(runner.layout.out, verdict, code, data)

@@ -1,0 +1,415 @@
+"""Scenarios: a TOML file parsed strictly into frozen dataclasses.
+
+Every key is known, typed and bounded here; an unknown key, a wrong type or a value out of
+range is a :class:`ScenarioError` naming the key and its table, so a typo never silently
+becomes a default. ``docs/simulator.md`` documents every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Driver = Literal["direct", "mcp"]
+ThinkKind = Literal["exponential", "fixed", "zero"]
+Mode = Literal["closed", "open"]
+
+# The operation mix: the weight names a scenario may use, in report order.
+MIX_KEYS = (
+    "lease_claim", "lease_renew", "lease_release", "edit",
+    "send_broadcast", "send_session", "send_tag", "send_file",
+    "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
+)
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
+ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
+
+
+class ScenarioError(ValueError):
+    """A scenario that cannot run; the text names the table and key."""
+
+
+@dataclass(frozen=True)
+class Run:
+    duration_s: float = 10.0
+    seed: int = 1
+    driver: Driver = "direct"
+    busy_timeout_s: float = 5.0
+    op_timeout_s: float = 20.0
+    startup_timeout_s: float = 180.0
+    drain_timeout_s: float = 60.0
+    sample_interval_s: float = 0.5
+
+
+@dataclass(frozen=True)
+class Repo:
+    name: str
+    agents: int
+    files: int = 8
+    rooms: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Think:
+    kind: ThinkKind = "exponential"
+    mean_ms: float = 20.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    mode: Mode = "closed"
+    hot_paths: int = 2
+    hot_fraction: float = 0.5
+    lease_ttl_s: tuple[int, ...] = (5,)
+    shared_fraction: float = 0.2
+    max_held: int = 2
+    edit_margin_s: float = 0.5
+    body_bytes: int = 64
+    recv_limit: int = 20
+    think: Think = Think()
+    mix: tuple[tuple[str, float], ...] = ()
+
+    def weights(self) -> dict[str, float]:
+        return dict(self.mix)
+
+
+@dataclass(frozen=True)
+class OpenLoop:
+    rate_per_agent: float = 10.0
+    arrivals: Literal["poisson", "uniform"] = "poisson"
+    late_ms: float = 50.0
+
+
+@dataclass(frozen=True)
+class Expect:
+    p99_ms: tuple[tuple[str, float], ...] = ()
+    min_ops_per_s: float | None = None
+    min_jain: float | None = None
+    max_late_fraction: float | None = None
+    max_store_busy_fraction: float | None = None
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    run: Run
+    repos: tuple[Repo, ...]
+    workload: Workload
+    open_loop: OpenLoop
+    expect: Expect
+    description: str = ""
+    source: str = field(default="", compare=False)
+
+    @property
+    def agents(self) -> int:
+        return sum(r.agents for r in self.repos)
+
+    @property
+    def shared_rooms(self) -> list[str]:
+        return sorted({room for r in self.repos for room in r.rooms})
+
+    @property
+    def tags(self) -> list[str]:
+        return sorted({t for r in self.repos for t in r.tags})
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out.pop("source")
+        out["workload"]["mix"] = dict(self.workload.mix)
+        out["expect"]["p99_ms"] = dict(self.expect.p99_ms)
+        return out
+
+    def with_overrides(
+        self, *, duration_s: float | None = None, agents: int | None = None, seed: int | None = None,
+        driver: str | None = None,
+    ) -> Scenario:
+        """The scenario as run: command-line overrides checked like the file's own values."""
+        run = self.run
+        if duration_s is not None:
+            run = dataclasses.replace(run, duration_s=_number("--duration", duration_s, 0.5, 86_400))
+        if seed is not None:
+            run = dataclasses.replace(run, seed=int(seed))
+        if driver is not None:
+            run = dataclasses.replace(run, driver=_choice("--driver", driver, ("direct", "mcp")))
+        repos = self.repos if agents is None else _spread(self.repos, _integer("--agents", agents, 1, 512))
+        return dataclasses.replace(self, run=run, repos=repos)
+
+
+def _spread(repos: tuple[Repo, ...], total: int) -> tuple[Repo, ...]:
+    """Scale the agents per repo to ``total``, keeping the proportions (largest remainder);
+    a repo may end up with none when there are fewer agents than repos."""
+    base = sum(r.agents for r in repos)
+    shares = [r.agents * total / base for r in repos]
+    counts = [math.floor(s) for s in shares]
+    for i in sorted(range(len(repos)), key=lambda i: counts[i] - shares[i])[: total - sum(counts)]:
+        counts[i] += 1
+    return tuple(dataclasses.replace(r, agents=n) for r, n in zip(repos, counts, strict=True))
+
+
+# -- strict reading ---------------------------------------------------------------------------
+
+
+class _Table:
+    """One TOML table being read: every key taken is checked, the rest are unknown."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ScenarioError(f"[{where}] must be a table, got {_kind(data)}")
+        self.data = dict(data)
+        self.where = where
+
+    def take(self, key: str, default: Any = ..., *, kinds: tuple[type, ...]) -> Any:
+        if key not in self.data:
+            if default is ...:
+                raise ScenarioError(f"[{self.where}] {key}: required")
+            return default
+        value = self.data.pop(key)
+        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
+            names = " or ".join(_TYPE_NAMES[k] for k in kinds)
+            raise ScenarioError(f"[{self.where}] {key}: must be {names}, got {_kind(value)} {value!r}")
+        return value
+
+    def number(self, key: str, default: Any, lo: float, hi: float) -> float:
+        value = self.take(key, default, kinds=(int, float))
+        return value if value is None else _number(f"[{self.where}] {key}", value, lo, hi)
+
+    def integer(self, key: str, default: Any, lo: int, hi: int) -> int:
+        value = self.take(key, default, kinds=(int,))
+        return value if value is None else _integer(f"[{self.where}] {key}", value, lo, hi)
+
+    def choice(self, key: str, default: str, options: tuple[str, ...]) -> Any:
+        return _choice(f"[{self.where}] {key}", self.take(key, default, kinds=(str,)), options)
+
+    def names(self, key: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
+        values = self.take(key, [], kinds=(list,))
+        for v in values:
+            if not isinstance(v, str) or not pattern.fullmatch(v):
+                raise ScenarioError(f"[{self.where}] {key}: {v!r} is not a valid {what} ({pattern.pattern})")
+        if len(set(values)) != len(values):
+            raise ScenarioError(f"[{self.where}] {key}: duplicates in {values}")
+        return tuple(values)
+
+    def sub(self, key: str) -> _Table:
+        return _Table(self.take(key, {}, kinds=(dict,)), f"{self.where}.{key}" if self.where else key)
+
+    def done(self) -> None:
+        if self.data:
+            key = sorted(self.data)[0]
+            raise ScenarioError(f"[{self.where}] unknown key {key!r}" if self.where else f"unknown table or key {key!r}")
+
+
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table",
+               bool: "true or false"}
+
+
+def _kind(value: Any) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "table"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _number(name: str, value: Any, lo: float, hi: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or not lo <= value <= hi:
+        raise ScenarioError(f"{name}: must be from {lo:g} to {hi:g}, got {value:g}")
+    return value
+
+
+def _integer(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ScenarioError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
+    return value
+
+
+def _choice(name: str, value: Any, options: tuple[str, ...]) -> Any:
+    if value not in options:
+        raise ScenarioError(f"{name}: must be one of {', '.join(options)}, got {value!r}")
+    return value
+
+
+def _read_run(t: _Table) -> Run:
+    run = Run(
+        duration_s=t.number("duration_s", Run.duration_s, 0.5, 86_400),
+        seed=t.integer("seed", Run.seed, 0, 2**63 - 1),
+        driver=t.choice("driver", Run.driver, ("direct", "mcp")),
+        busy_timeout_s=t.number("busy_timeout_s", Run.busy_timeout_s, 0.05, 60),
+        op_timeout_s=t.number("op_timeout_s", Run.op_timeout_s, 0.5, 600),
+        startup_timeout_s=t.number("startup_timeout_s", Run.startup_timeout_s, 5, 3600),
+        drain_timeout_s=t.number("drain_timeout_s", Run.drain_timeout_s, 1, 3600),
+        sample_interval_s=t.number("sample_interval_s", Run.sample_interval_s, 0.05, 60),
+    )
+    t.done()
+    if run.op_timeout_s <= run.busy_timeout_s:
+        raise ScenarioError(
+            f"[run] op_timeout_s: must exceed busy_timeout_s ({run.busy_timeout_s:g}), or every wait for the "
+            f"write lock would look like a timeout; got {run.op_timeout_s:g}"
+        )
+    return run
+
+
+def _read_repo(data: Any, i: int) -> Repo:
+    t = _Table(data, f"repos.{i}")
+    name = t.take("name", kinds=(str,))
+    if not NAME_RE.fullmatch(name):
+        raise ScenarioError(f"[repos.{i}] name: {name!r} must match {NAME_RE.pattern}")
+    repo = Repo(
+        name=name,
+        agents=t.integer("agents", ..., 0, 512),
+        files=t.integer("files", Repo.files, 1, 10_000),
+        rooms=t.names("rooms", ROOM_RE, "room name"),
+        tags=t.names("tags", NAME_RE, "tag"),
+    )
+    t.done()
+    return repo
+
+
+def _read_workload(t: _Table) -> Workload:
+    think_t = t.sub("think")
+    think = Think(
+        kind=think_t.choice("kind", Think.kind, ("exponential", "fixed", "zero")),
+        mean_ms=think_t.number("mean_ms", Think.mean_ms, 0, 600_000),
+    )
+    think_t.done()
+    mix_t = t.sub("mix")
+    mix = tuple((k, mix_t.number(k, 0, 0, 1e6)) for k in MIX_KEYS if k in mix_t.data)
+    mix_t.done()
+    if not any(w > 0 for _, w in mix):
+        raise ScenarioError(f"[workload.mix] needs at least one positive weight among {', '.join(MIX_KEYS)}")
+    ttl = t.take("lease_ttl_s", list(Workload.lease_ttl_s), kinds=(int, list))
+    ttls = tuple(_integer("[workload] lease_ttl_s", v, 1, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
+    if not ttls:
+        raise ScenarioError("[workload] lease_ttl_s: needs at least one TTL")
+    w = Workload(
+        mode=t.choice("mode", Workload.mode, ("closed", "open")),
+        hot_paths=t.integer("hot_paths", Workload.hot_paths, 0, 10_000),
+        hot_fraction=t.number("hot_fraction", Workload.hot_fraction, 0, 1),
+        lease_ttl_s=ttls,
+        shared_fraction=t.number("shared_fraction", Workload.shared_fraction, 0, 1),
+        max_held=t.integer("max_held", Workload.max_held, 1, 100),
+        edit_margin_s=t.number("edit_margin_s", Workload.edit_margin_s, 0, 60),
+        body_bytes=t.integer("body_bytes", Workload.body_bytes, 0, 65_536),
+        recv_limit=t.integer("recv_limit", Workload.recv_limit, 1, 1000),
+        think=think,
+        mix=mix,
+    )
+    t.done()
+    return w
+
+
+def _read_open_loop(t: _Table) -> OpenLoop:
+    o = OpenLoop(
+        rate_per_agent=t.number("rate_per_agent", OpenLoop.rate_per_agent, 0.01, 100_000),
+        arrivals=t.choice("arrivals", OpenLoop.arrivals, ("poisson", "uniform")),
+        late_ms=t.number("late_ms", OpenLoop.late_ms, 0, 600_000),
+    )
+    t.done()
+    return o
+
+
+def _read_expect(t: _Table) -> Expect:
+    p99_t = t.sub("p99_ms")
+    p99 = tuple((k, p99_t.number(k, ..., 0.001, 3_600_000)) for k in sorted(p99_t.data))
+    e = Expect(
+        p99_ms=p99,
+        min_ops_per_s=t.number("min_ops_per_s", None, 0, 1e9),
+        min_jain=t.number("min_jain", None, 0, 1),
+        max_late_fraction=t.number("max_late_fraction", None, 0, 1),
+        max_store_busy_fraction=t.number("max_store_busy_fraction", None, 0, 1),
+    )
+    t.done()
+    return e
+
+
+def parse(text: str, name: str = "scenario") -> Scenario:
+    """A scenario from TOML text; ``name`` is the default when the file sets none."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"not valid TOML: {exc}") from None
+    top = _Table(data, "")
+    scenario_name = top.take("name", name, kinds=(str,))
+    if not NAME_RE.fullmatch(scenario_name):
+        raise ScenarioError(f"name: {scenario_name!r} must match {NAME_RE.pattern}")
+    description = top.take("description", "", kinds=(str,))
+    run = _read_run(top.sub("run"))
+    repo_list = top.take("repos", ..., kinds=(list,))
+    repos = tuple(_read_repo(r, i) for i, r in enumerate(repo_list))
+    if not repos:
+        raise ScenarioError("[[repos]] needs at least one repo")
+    names = [r.name for r in repos]
+    if len(set(names)) != len(names):
+        raise ScenarioError(f"[[repos]] name: duplicate repo names in {names}")
+    if sum(r.agents for r in repos) < 1:
+        raise ScenarioError("[[repos]] agents: the repos have no agents between them")
+    workload = _read_workload(top.sub("workload"))
+    open_loop = _read_open_loop(top.sub("open_loop"))
+    expect = _read_expect(top.sub("expect"))
+    top.done()
+    for key, _ in expect.p99_ms:
+        if key not in OPERATIONS and key != "all":
+            raise ScenarioError(f"[expect.p99_ms] unknown operation {key!r}; one of all, {', '.join(OPERATIONS)}")
+    return Scenario(scenario_name, run, repos, workload, open_loop, expect, description, source=text)
+
+
+def load(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return parse(text, path.stem)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+
+
+# Operations as they appear in the history (tool names, plus the real file write).
+OPERATIONS = (
+    "room_join", "room_who", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
+    "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit",
+)
+
+
+# -- writing the scenario as run ----------------------------------------------------------------
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string is a JSON string for this alphabet
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+def _toml_table(header: str, values: dict[str, Any]) -> list[str]:
+    lines = [header] if header else []
+    lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None and not isinstance(v, dict)]
+    return lines
+
+
+def to_toml(s: Scenario) -> str:
+    """The scenario as run, as TOML that :func:`parse` reads back to an equal scenario."""
+    d = s.to_dict()
+    lines = [f"# {s.name}: the scenario as run", *_toml_table("", {"name": s.name, "description": s.description})]
+    lines += ["", *_toml_table("[run]", d["run"])]
+    for repo in d["repos"]:
+        lines += ["", *_toml_table("[[repos]]", repo)]
+    workload = d["workload"]
+    lines += ["", *_toml_table("[workload]", workload)]
+    lines += ["", *_toml_table("[workload.think]", workload["think"])]
+    lines += ["", *_toml_table("[workload.mix]", workload["mix"])]
+    lines += ["", *_toml_table("[open_loop]", d["open_loop"])]
+    lines += ["", *_toml_table("[expect]", d["expect"])]
+    if d["expect"]["p99_ms"]:
+        lines += ["", *_toml_table("[expect.p99_ms]", d["expect"]["p99_ms"])]
+    return "\n".join(lines) + "\n"
