@@ -8,27 +8,34 @@ hooks must start fast.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .store import RoomError, Store, default_path
+from . import __version__, hook
+
+if TYPE_CHECKING:
+    from .store import Store
 
 Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
 
 
 def _db_path(args: argparse.Namespace) -> Path:
+    # The store is imported where it is used: `agents-room hook` runs on every harness event
+    # and answers "nothing new" without it.
+    from .store import default_path
+
     return Path(args.db).expanduser() if args.db else default_path()
 
 
 def open_store(args: argparse.Namespace) -> Store:
     """The store the command works on: ``--db``, else ``$AGENTS_ROOM_DB``, else the default."""
+    from .store import Store
+
     return Store.open(_db_path(args))
 
 
@@ -41,15 +48,20 @@ def _print_json(value: Any) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     from . import identity
-    from .server import build_server, http
 
-    address = http.parse_address(args.http) if args.http else None
     token = os.environ.get("AGENTS_ROOM_TOKEN") or None
-    if address:
+    address = None
+    if args.http:
+        from .server import http
+
+        address = http.parse_address(args.http)
         http.check_exposure(address, token)
-    store = open_store(args)  # a file that is not a store is refused here, before serving
-    who = identity.for_http() if address else identity.for_stdio()
-    server = build_server(store=store, identity=who)
+    # Open before importing the server (mcp takes seconds to import): a file that is not a
+    # store is refused at once, before anything is served.
+    store = open_store(args)
+    from .server import build_server
+
+    server = build_server(store=store, identity=identity.for_http() if address else identity.for_stdio())
     try:
         if address:
             import anyio
@@ -94,6 +106,8 @@ def who(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         members = store.room_who(room=args.room)
     if args.json:
+        import dataclasses  # here, not at the top: see _db_path
+
         _print_json([dataclasses.asdict(m) for m in members])
         return 0
     if not members:
@@ -178,7 +192,7 @@ def add_doctor(subparsers: Subparsers) -> None:
 
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
-COMMANDS: list[Callable[[Subparsers], None]] = [add_serve, add_who, add_prune, add_doctor]
+COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, add_doctor, hook.add_parser]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -199,7 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
-    except RoomError as exc:
+    except Exception as exc:
+        from .store import RoomError  # only now: see _db_path
+
+        if not isinstance(exc, RoomError):
+            raise
         print(f"agents-room: {exc}", file=sys.stderr)
         return 1
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, reads, rooms, sessions
+from . import bounds, leases, messages, reads, rooms, sessions, wake
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -32,10 +32,12 @@ from .reads import Drift
 from .rooms import Member
 from .sessions import Joined, Session
 from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, default_path, open_database
+from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
     "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
-    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "ProcessScan", "Received", "RoomError",
+    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Pending", "ProcessScan", "Received",
+    "RETRY_WINDOW_S", "RoomError",
     "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "default_path",
     "liveness", "scan_processes",
 ]
@@ -88,11 +90,14 @@ class Store:
 
     @classmethod
     def open(
-        cls, path: str | Path | None = None, *, clock: Clock | None = None, busy_timeout_s: float | None = None
+        cls, path: str | Path | None = None, *, clock: Clock | None = None, busy_timeout_s: float | None = None,
+        verify: bool = True,
     ) -> Store:
+        """``verify=False`` skips ``quick_check`` on open: for hooks only (see open_database)."""
         if busy_timeout_s is None:
             busy_timeout_s = float(os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", DEFAULT_BUSY_TIMEOUT_S))
-        return cls(open_database(Path(path) if path else default_path(), clock or Clock(), busy_timeout_s))
+        path = Path(path) if path else default_path()
+        return cls(open_database(path, clock or Clock(), busy_timeout_s, verify=verify))
 
     @property
     def path(self) -> str:
@@ -304,6 +309,67 @@ class Store:
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
         self._touch_if_stale(me, self.clock.now())
         return drift
+
+    # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------
+
+    def hook_session(self, harness_keys: list[str], pids: list[int] | None = None) -> Session | None:
+        """The live session a harness event belongs to: by harness key (first that matches),
+        else by the harness pid (nearest of ``pids`` first). None when nothing matches."""
+        with self.db.read() as tx:
+            for key in harness_keys:
+                found = wake.session_for_key(tx, key)
+                if found:
+                    return found
+            return wake.session_for_pids(tx, pids or [])
+
+    def hook_event(self, session_id: str, *, announce: bool) -> list[Pending]:
+        """A hook of ``session_id`` runs, so the session is taking a turn: its ``offered``
+        deliveries become ``accepted``; with ``announce``, its unannounced mail is returned
+        and marked announced. A read-only probe first: nothing new costs no write lock."""
+        with self.db.read() as tx:
+            if not wake.has_news(tx, session_id):
+                return []
+        with self.db.write() as tx:
+            wake.mark_accepted(tx, session_id)
+            return wake.announce(tx, session_id) if announce else []
+
+    def wake_offers(
+        self, *, session_id: str | None = None, lever: str | None = None, retry_s: float = RETRY_WINDOW_S
+    ) -> list[Offer]:
+        """Deliveries a wake lever should signal now (read-only)."""
+        with self.db.read() as tx:
+            return wake.offers(tx, session_id=session_id, lever=lever, retry_s=retry_s)
+
+    def wake_signalled(
+        self, session_id: str, message_ids: list[int], lever: str, accepted: bool | None,
+        retry_s: float = RETRY_WINDOW_S,
+    ) -> list[int]:
+        """Record a wake signal and what the lever said: ``stored → offered`` (or a retry of
+        ``offered``), then ``→ accepted`` in the same transaction when the lever confirmed it.
+        Returns the ids signalled."""
+        with self.db.write() as tx:
+            done = wake.mark_offered(tx, session_id, message_ids, lever, retry_s)
+            if accepted:
+                wake.mark_accepted(tx, session_id, done)
+            return done
+
+    def wake_undeliverable(self, session_id: str, message_ids: list[int]) -> list[int]:
+        """``stored → undeliverable``: the session's wake lever does not exist here."""
+        with self.db.write() as tx:
+            return wake.mark_undeliverable(tx, session_id, message_ids)
+
+    def wake_confirm(self, session_id: str) -> list[int]:
+        """``offered → accepted`` for offers the session acted on since (a later tool call)."""
+        with self.db.read() as tx:
+            if not wake.has_offers(tx, session_id):
+                return []
+        with self.db.write() as tx:
+            return wake.confirm_by_activity(tx, session_id)
+
+    def last_seq(self) -> int:
+        """The newest event's seq: pollers skip their query while it stays the same."""
+        with self.db.read() as tx:
+            return wake.last_seq(tx)
 
     # -- operations ---------------------------------------------------------------------------------
 

@@ -1,0 +1,291 @@
+"""``agents-room hook``: what a harness runs on its hook events, so an agent notices its mail.
+
+It reads the Claude Code hook JSON on stdin (``session_id``, ``hook_event_name``,
+``stop_hook_active``, ...), finds the session whose harness key is that ``session_id``, and
+prints Claude Code hook JSON with plain facts about mail the session has not been told about
+yet; nothing when there is nothing new. It follows the session's autonomy:
+
+- ``hold`` and above: the facts ride ``UserPromptSubmit``, ``PostToolUse`` and ``SessionStart``
+  as ``additionalContext``;
+- ``notify`` and above: at ``Stop``, unannounced mail keeps the agent working
+  (``{"decision": "block", "reason": ...}``), unless ``stop_hook_active`` says this Stop is
+  already a continuation (so it cannot loop); ``hold`` never blocks a Stop.
+
+``--wait`` is the Stop-hook wake lever (Claude Code's ``asyncRewake``): it waits until mail
+for a session at ``wake`` arrives, prints the facts on stderr and exits 2, which starts a
+turn in the idle chat; it exits 0 at its timeout.
+
+A hook must never break the harness: any failure exits 0 with one line on stderr. It runs on
+every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
+probe over ``sqlite3`` without importing the store (whose import costs more than the rest of
+the hook); only when the probe finds something does the store do the real work, by its own
+rules (store/wake.py). Never ``mcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import sys
+import time
+
+# Annotations only: importing typing would cost this hot path more than its own query.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from agents_room.store import Store
+
+# Events whose hookSpecificOutput.additionalContext Claude Code adds to the turn.
+CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart"})
+STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
+# The hook's own wait for the store's write lock: a hook must not stall the harness.
+BUSY_TIMEOUT_S = 2.0
+WAIT_TIMEOUT_S = 3000.0
+WAIT_POLL_S = 0.5
+# How far up the process tree a hook looks for the harness pid a session recorded
+# (hook → shell → harness, with room for a wrapper).
+ANCESTOR_DEPTH = 4
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "hook",
+        help="run as a harness hook: tell the agent about new mail (reads the hook JSON on stdin)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument("--event", help="the hook event (default: hook_event_name from stdin)")
+    p.add_argument("--wait", action="store_true", help="wait for mail to a session at wake, then exit 2 (asyncRewake)")
+    p.add_argument("--timeout", type=float, default=WAIT_TIMEOUT_S, help="--wait: give up after this many seconds")
+    p.add_argument("--poll", type=float, default=WAIT_POLL_S, help="--wait: seconds between looks at the store")
+    p.set_defaults(run=run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agents-room")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["hook", *(sys.argv[1:] if argv is None else argv)])
+    return run(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Never raises and never exits non-zero except ``--wait``'s deliberate 2."""
+    try:
+        data = _read_input(sys.stdin)
+        path = store_path(getattr(args, "db", None))
+        if args.wait:
+            return wait(data, path, timeout=args.timeout, poll=args.poll)
+        out = respond(data, path, args.event)
+    except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)
+        print(f"agents-room hook: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
+        return 0
+    if out is not None:
+        sys.stdout.write(json.dumps(out) + "\n")
+    return 0
+
+
+def _read_input(stream: Any) -> dict[str, Any]:
+    if stream is None or stream.isatty():
+        return {}
+    text = stream.read()
+    if not text.strip():
+        return {}
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("hook input is not a JSON object")
+    return data
+
+
+# -- finding the session --------------------------------------------------------------------------
+
+
+def _keys(data: dict[str, Any]) -> list[str]:
+    """Harness keys to try, in order: the hook's session_id, then the environment's."""
+    out: list[str] = []
+    for value in (data.get("session_id"), os.environ.get("CLAUDE_CODE_SESSION_ID"),
+                  os.environ.get("AGENTS_ROOM_HARNESS_KEY")):
+        key = _uuid(value)
+        if key and key not in out:
+            out.append(key)
+    return out
+
+
+def _uuid(value: Any) -> str | None:
+    """A UUID in the store's form (lowercase, dashed), or None. By hand: ``uuid`` and ``re``
+    cost more to import than the rest of the probe."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
+    parts = text.split("-")
+    if [len(p) for p in parts] != [8, 4, 4, 4, 12] or not all(c in "0123456789abcdef" for p in parts for c in p):
+        return None
+    return text
+
+
+def _ancestors(depth: int = ANCESTOR_DEPTH) -> list[int]:
+    """Our parent, its parent, ...: Claude Code runs a hook through a shell, and the session
+    recorded Claude Code's pid. Used when the key does not match (after ``/clear`` the hook
+    gets a new session id while the MCP server keeps the old one)."""
+    out, pid = [], os.getppid()
+    for _ in range(depth):
+        if pid <= 1:
+            break
+        out.append(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return out
+
+
+def store_path(db: str | None = None) -> str:
+    """``--db``, else ``$AGENTS_ROOM_DB``, else ``~/.agents-room/room.db``: the store's own
+    default (store.sqlite.default_path), repeated here so the probe need not import the
+    store (nor pathlib)."""
+    env = db or os.environ.get("AGENTS_ROOM_DB")
+    path = os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".agents-room", "room.db")
+    return os.path.abspath(path)
+
+
+# A superset of what the store will find (it ignores expiry and the key's priority over
+# the pid): a "no" here is a sure "nothing to say"; a "yes" hands over to the store. Two
+# steps so each uses its index: sessions by key (or the few by pid), then their deliveries
+# by primary key (recipient first).
+_PROBE_SESSIONS = "SELECT id FROM sessions WHERE left_at IS NULL AND (harness_key IN ({keys}) OR pid IN ({pids}))"
+_PROBE_NEWS = (
+    "SELECT 1 FROM deliveries WHERE recipient IN ({ids}) AND (state = 'offered' "
+    "OR (announced = 0 AND state IN ('stored', 'accepted', 'undeliverable'))) LIMIT 1"
+)
+
+
+def probe(path: str, keys: list[str], pids: list[int]) -> bool:
+    """Read-only: might a session with one of these keys or harness pids have something new?"""
+    if not keys and not pids:
+        return False
+    # mode=rw: never create a store; the probe only reads (WAL readers do not block writers).
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        sql = _PROBE_SESSIONS.format(keys=",".join("?" * len(keys)) or "NULL", pids=",".join("?" * len(pids)) or "NULL")
+        ids = [r[0] for r in conn.execute(sql, (*keys, *pids))]
+        if not ids:
+            return False
+        return conn.execute(_PROBE_NEWS.format(ids=",".join("?" * len(ids))), ids).fetchone() is not None
+    finally:
+        conn.close()
+
+
+def _open_store(path: str) -> Store:
+    from agents_room.store import Store
+
+    return Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False)
+
+
+def _find(store: Store, keys: list[str], pids: list[int]) -> Any:
+    return store.hook_session(keys, pids)
+
+
+# -- one event ---------------------------------------------------------------------------------------
+
+
+def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[str, Any] | None:
+    """The hook's answer to one event, or None to print nothing."""
+    event = event or data.get("hook_event_name") or ""
+    keys, pids = _keys(data), _ancestors()
+    if not os.path.exists(path) or not probe(path, keys, pids):
+        return None
+    from agents_room.store.wake import describe
+
+    with _open_store(path) as store:
+        session = _find(store, keys, pids)
+        if session is None:
+            return None
+        if event in STOP_EVENTS:
+            blocks = session.autonomy != "hold" and data.get("stop_hook_active") is not True
+            news = store.hook_event(session.id, announce=blocks)
+            if not news:
+                return None
+            return {"decision": "block", "reason": describe(news, session.id)}
+        news = store.hook_event(session.id, announce=event in CONTEXT_EVENTS)
+        if not news:
+            return None
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": describe(news, session.id)}}
+
+
+# -- the Stop-hook wake lever -------------------------------------------------------------------------
+
+
+def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int:
+    """Wait for mail that should wake this session (it is at ``wake``), signal it through the
+    store (``stored → offered``), print the facts on stderr, exit 2. Exit 0 at ``timeout``,
+    when there is no session, or when a newer waiter for the same session took over."""
+    from agents_room.store.wake import describe
+
+    deadline = time.monotonic() + timeout
+    if not os.path.exists(path):
+        return 0
+    with _open_store(path) as store:
+        session = _find(store, _keys(data), _ancestors())
+        if session is None:
+            return 0
+        marker = _claim_waiter(store.path, session.id)
+        try:
+            seen = -1
+            while time.monotonic() < deadline:
+                if not _still_waiter(marker):
+                    return 0
+                seq = store.last_seq()
+                if seq != seen:
+                    seen = seq
+                    for offer in store.wake_offers(session_id=session.id):
+                        ids = [p.message_id for p in offer.pending]
+                        done = store.wake_signalled(session.id, ids, "stop-hook", None)
+                        if done:
+                            told = [p for p in offer.pending if p.message_id in set(done)]
+                            print(describe(told, session.id), file=sys.stderr)
+                            return 2
+                time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
+            return 0
+        finally:
+            _release_waiter(marker)
+
+
+# One waiter per session: each Stop starts a new one, and the newest wins, so waiters do not
+# pile up while a chat stops many times. The marker lives beside the store (never the store's
+# own files, whose descriptors must not be opened outside SQLite).
+
+
+def _claim_waiter(db_path: str, session_id: str) -> str:
+    folder = os.path.join(os.path.dirname(db_path), "waiters")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    marker = os.path.join(folder, session_id)
+    tmp = os.path.join(folder, f".{session_id}.{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(tmp, marker)  # atomic: a reader sees the old waiter or the new one
+    return marker
+
+
+def _still_waiter(marker: str) -> bool:
+    try:
+        with open(marker) as f:
+            return f.read() == str(os.getpid())
+    except OSError:
+        return False
+
+
+def _release_waiter(marker: str) -> None:
+    if _still_waiter(marker):
+        try:
+            os.unlink(marker)
+        except OSError:
+            pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""``agents-room hook``: real subprocesses fed Claude Code hook JSON on stdin, over a real store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Store
+
+AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+
+
+@pytest.fixture
+def db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A store on the real clock (the hook processes use the real clock too)."""
+    path = tmp_path / "store" / "room.db"
+    monkeypatch.setenv("AGENTS_ROOM_DB", str(path))
+    return path
+
+
+@pytest.fixture
+def live(db: Path):
+    s = Store.open(db)
+    yield s
+    s.close()
+
+
+def hook(payload: dict | str | None, *args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+    text = payload if isinstance(payload, str) else json.dumps(payload or {})
+    return subprocess.run(
+        [AGENTS_ROOM, "hook", *args], input=text, capture_output=True, text=True, timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def join(store: Store, repo: Path, label: str, autonomy: str = "notify", lever: str | None = None,
+         pid: int | None = None) -> tuple[str, str]:
+    key = str(uuid.uuid4())
+    j = store.room_join(cwd=str(repo), pid=pid, label=label, harness="claude-code", harness_key=key,
+                        autonomy=autonomy, wake_lever=lever)
+    return j.session_id, key
+
+
+def event(key: str, name: str, **extra: object) -> dict:
+    return {"session_id": key, "transcript_path": "/tmp/t.jsonl", "cwd": "/tmp", "hook_event_name": name, **extra}
+
+
+def context_of(proc: subprocess.CompletedProcess, name: str) -> str:
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == name
+    return out["hookSpecificOutput"]["additionalContext"]
+
+
+def states(store: Store, sender: str, recipient: str) -> list[str]:
+    return [m.states[recipient] for m in reversed(store.msg_sent(sender))]
+
+
+@pytest.mark.parametrize("autonomy", ["hold", "notify", "wake"])
+@pytest.mark.parametrize("name", ["UserPromptSubmit", "PostToolUse", "SessionStart"])
+def test_context_events_announce_once(live: Store, repo: Path, name: str, autonomy: str) -> None:
+    me, key = join(live, repo, "alice", autonomy, lever="stop-hook" if autonomy == "wake" else None)
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="schema change in wire.go")
+    live.msg_send(bob, "*", subject="please rebase")
+
+    text = context_of(hook(event(key, name)), name)
+    assert "2 unread messages" in text
+    assert f"bob ({bob})" in text
+    assert "schema change in wire.go" in text and "please rebase" in text
+    assert f"msg_recv with session_id={me}" in text
+
+    again = hook(event(key, name))
+    assert again.returncode == 0 and again.stdout == ""
+
+    live.msg_send(bob, me, subject="third")
+    text = context_of(hook(event(key, name)), name)
+    assert "1 unread message " in text and "third" in text and "please rebase" not in text
+    # Announcing is not reading: the messages are all still unread.
+    assert live.msg_unread(me) == 3
+
+
+def test_nothing_when_empty_or_unknown(live: Store, repo: Path, db: Path) -> None:
+    me, key = join(live, repo, "alice")
+    for payload in (event(key, "PostToolUse"), event(str(uuid.uuid4()), "PostToolUse"), {}):
+        proc = hook(payload)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_no_store_is_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "room.db"
+    proc = hook(event(str(uuid.uuid4()), "PostToolUse"), env={"AGENTS_ROOM_DB": str(path)})
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert not path.exists() and not path.parent.exists()
+
+
+@pytest.mark.parametrize("autonomy", ["notify", "wake"])
+def test_stop_blocks_with_the_facts_once(live: Store, repo: Path, autonomy: str) -> None:
+    me, key = join(live, repo, "alice", autonomy, lever="stop-hook")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="lease on api.py released")
+
+    proc = hook(event(key, "Stop", stop_hook_active=False))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["decision"] == "block"
+    assert "lease on api.py released" in out["reason"] and "msg_recv" in out["reason"]
+
+    again = hook(event(key, "Stop", stop_hook_active=False))
+    assert (again.returncode, again.stdout) == (0, "")
+
+
+def test_stop_loop_guard_keeps_the_mail_for_later(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice", "notify")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+
+    proc = hook(event(key, "Stop", stop_hook_active=True))
+    assert (proc.returncode, proc.stdout) == (0, "")
+    # Not announced by the guarded Stop, so the next turn hears of it.
+    assert "ping" in context_of(hook(event(key, "UserPromptSubmit", prompt="go on")), "UserPromptSubmit")
+
+
+def test_hold_never_blocks_stop(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice", "hold")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+
+    proc = hook(event(key, "Stop", stop_hook_active=False))
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert "ping" in context_of(hook(event(key, "UserPromptSubmit", prompt="hi")), "UserPromptSubmit")
+
+
+def test_event_flag_overrides_the_input(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+    assert "ping" in context_of(hook({"session_id": key}, "--event", "PostToolUse"), "PostToolUse")
+
+
+def test_key_from_the_environment(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+    proc = hook({"hook_event_name": "PostToolUse"}, env={"CLAUDE_CODE_SESSION_ID": key.upper()})
+    assert "ping" in context_of(proc, "PostToolUse")
+
+
+def test_harness_pid_finds_the_session_after_clear(live: Store, repo: Path) -> None:
+    # After /clear the hook sees a new session id; the session recorded the harness pid,
+    # which is the hook's parent (here: this test process).
+    me, _old_key = join(live, repo, "alice", pid=os.getpid())
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+    assert "ping" in context_of(hook(event(str(uuid.uuid4()), "PostToolUse")), "PostToolUse")
+
+
+def test_a_hook_event_confirms_an_offer(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    bob, _ = join(live, repo, "bob")
+    mid = live.msg_send(bob, me, subject="wake up").message_id
+    assert live.wake_signalled(me, [mid], "stop-hook", None) == [mid]
+    assert states(live, bob, me) == ["offered"]
+
+    proc = hook(event(key, "PostToolUse"))
+    assert (proc.returncode, proc.stdout) == (0, "")  # the wake signal already told it
+    assert states(live, bob, me) == ["accepted"]
+
+
+@pytest.mark.parametrize("payload", ["not json", "[1, 2]", '{"session_id": 5, "hook_event_name": []}'])
+def test_bad_input_never_fails_the_harness(live: Store, repo: Path, payload: str) -> None:
+    proc = hook(payload)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) <= 1
+
+
+def test_a_broken_store_never_fails_the_harness(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not a database" * 100)
+    proc = hook(event(str(uuid.uuid4()), "PostToolUse"), env={"AGENTS_ROOM_DB": str(path)})
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert len(proc.stderr.strip().splitlines()) == 1 and "agents-room hook" in proc.stderr
+    assert path.read_bytes() == b"this is not a database" * 100
+
+
+def test_the_quiet_path_imports_neither_mcp_nor_the_store(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", AGENTS_ROOM, "hook"], input=json.dumps(event(key, "PostToolUse")),
+        capture_output=True, text=True, timeout=30,
+    )
+    assert proc.returncode == 0 and proc.stdout == ""
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "agents_room.hook" in modules
+    assert not {m for m in modules if m.split(".")[0] in {"mcp", "numpy", "rich", "pydantic", "anyio"}}
+    assert "agents_room.store" not in modules
+
+
+# -- --wait: the Stop-hook wake lever ---------------------------------------------------------------
+
+
+def send_from_another_process(db: Path, sender: str, to: str, subject: str) -> None:
+    code = (
+        "import sys; from agents_room.store import Store\n"
+        "with Store.open(sys.argv[1]) as s: s.msg_send(sys.argv[2], sys.argv[3], subject=sys.argv[4])\n"
+    )
+    subprocess.run([sys.executable, "-c", code, str(db), sender, to, subject], check=True, timeout=30)
+
+
+def start_waiter(key: str, *args: str, tmp: Path) -> subprocess.Popen:
+    payload = tmp / f"stop-{uuid.uuid4()}.json"
+    payload.write_text(json.dumps(event(key, "Stop", stop_hook_active=False)))
+    with payload.open() as stdin:
+        return subprocess.Popen(
+            [AGENTS_ROOM, "hook", "--wait", "--poll", "0.1", *args], stdin=stdin, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True,
+        )
+
+
+def wait_for_marker(db: Path, session_id: str, pid: int) -> None:
+    marker = db.parent / "waiters" / session_id
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if marker.exists() and marker.read_text() == str(pid):
+            return
+        time.sleep(0.02)
+    raise AssertionError("the waiter never started waiting")
+
+
+@pytest.mark.slow
+def test_wait_exits_2_when_another_process_sends(live: Store, repo: Path, db: Path) -> None:
+    me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    bob, _ = join(live, repo, "bob")
+    waiter = start_waiter(key, "--timeout", "25", tmp=db.parent)
+    wait_for_marker(db, me, waiter.pid)
+    sent_at = time.monotonic()
+    send_from_another_process(db, bob, me, "build is green")
+    out, err = waiter.communicate(timeout=25)
+    assert waiter.returncode == 2, err
+    assert time.monotonic() - sent_at < 5
+    assert out == "" and "build is green" in err and f"msg_recv with session_id={me}" in err
+    assert states(live, bob, me) == ["offered"]
+    # The woken turn's first hook confirms the wake; nothing is announced twice.
+    proc = hook(event(key, "UserPromptSubmit"))
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert states(live, bob, me) == ["accepted"]
+
+
+@pytest.mark.slow
+def test_wait_exits_0_at_its_timeout(live: Store, repo: Path, tmp_path: Path) -> None:
+    me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    started = time.monotonic()
+    waiter = start_waiter(key, "--timeout", "1", tmp=tmp_path)
+    out, err = waiter.communicate(timeout=20)
+    assert (waiter.returncode, out, err) == (0, "", "")
+    assert time.monotonic() - started >= 1
+
+
+@pytest.mark.slow
+def test_wait_does_not_wake_a_session_below_wake(live: Store, repo: Path, db: Path) -> None:
+    me, key = join(live, repo, "alice", "notify", lever="stop-hook")
+    bob, _ = join(live, repo, "bob")
+    waiter = start_waiter(key, "--timeout", "2", tmp=db.parent)
+    wait_for_marker(db, me, waiter.pid)
+    send_from_another_process(db, bob, me, "not urgent")
+    out, err = waiter.communicate(timeout=20)
+    assert (waiter.returncode, err) == (0, "")
+    assert states(live, bob, me) == ["stored"]
+
+
+@pytest.mark.slow
+def test_a_newer_waiter_replaces_the_older(live: Store, repo: Path, db: Path) -> None:
+    me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    first = start_waiter(key, "--timeout", "25", tmp=db.parent)
+    wait_for_marker(db, me, first.pid)
+    second = start_waiter(key, "--timeout", "2", tmp=db.parent)
+    first.communicate(timeout=10)
+    assert first.returncode == 0
+    second.communicate(timeout=20)
+    assert second.returncode == 0
+    assert not (db.parent / "waiters" / me).exists()
