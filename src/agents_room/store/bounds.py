@@ -31,11 +31,23 @@ SESSION_ID_RE = re.compile(r"[0-9a-f]{16}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
 
 
+def _encodable(value: str) -> bool:
+    """A lone surrogate (possible in a Python str, not in UTF-8) would fail inside SQLite's
+    binding with a UnicodeEncodeError instead of a coded error."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _text(field: str, value: Any, *, limit: int, allow_empty: bool = True) -> str:
     if not isinstance(value, str):
         raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
     if "\x00" in value:
         raise InvalidArgument(field, "must not contain NUL bytes")
+    if not _encodable(value):
+        raise InvalidArgument(field, "is not valid text (it holds a lone surrogate)")
     if len(value) > limit:
         raise InvalidArgument(field, f"at most {limit} characters, got {len(value)}")
     if not allow_empty and not value.strip():
@@ -108,7 +120,7 @@ def harness_key(value: Any) -> str | None:
 def session_id_text(value: Any, field: str = "session_id") -> str:
     if not isinstance(value, str):
         raise InvalidArgument(field, f"must be a string (16 lowercase hex), got {type(value).__name__}")
-    if "\x00" in value or len(value) > 128:
+    if "\x00" in value or len(value) > 128 or not _encodable(value):
         raise InvalidArgument(field, "is not a session id (16 lowercase hex)")
     return value.strip()
 
@@ -152,6 +164,8 @@ def glob(value: str) -> str:
         raise InvalidArgument("to", f"file: glob at most {GLOB_MAX} characters, got {len(value)}")
     if not value:
         raise InvalidArgument("to", "file: needs a glob after the colon")
+    if not _encodable(value):
+        raise InvalidArgument("to", "is not valid text (it holds a lone surrogate)")
     return value
 
 
@@ -165,7 +179,7 @@ def path(value: Any, cwd: str) -> str:
     if not value.strip():
         raise InvalidArgument("path", "must not be empty")
     try:
-        size = len(value.encode("utf-8", "surrogatepass"))
+        size = len(value.encode("utf-8"))  # strict: SQLite cannot store a lone surrogate
     except UnicodeError:
         raise InvalidArgument("path", "is not valid text") from None
     if size > PATH_MAX_BYTES:
