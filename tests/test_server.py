@@ -304,6 +304,12 @@ async def test_argument_type_errors_name_the_field(server, tool: str, args: dict
     ("msg_send", {"to": "*", "ttl_s": 0}, "ttl_s"),
     ("lease_claim", {"path": "x", "ttl_s": 86401}, "ttl_s"),
     ("lease_claim", {"path": "a\x00b"}, "path"),
+    # A lone surrogate reaches a Python caller (not the JSON wire): refused, not a crash in SQLite.
+    ("room_join", {"label": "a\ud800"}, "label"),
+    ("lease_claim", {"path": "a\udcff"}, "path"),
+    ("msg_send", {"to": "file:\ud800"}, "to"),
+    ("msg_send", {"to": "*", "body": "\ud800"}, "body"),
+    ("msg_unread", {"session_id": "\ud800"}, "session_id"),
 ])
 async def test_bounds_are_refused_naming_the_field(server, tool: str, args: dict, field: str) -> None:
     async with Client(server) as c:

@@ -1,0 +1,128 @@
+"""The ``agents-room`` console script, run as a real subprocess against real store files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Clock, Store
+
+EXE = str(Path(sys.executable).with_name("agents-room"))
+COMMANDS = ("serve", "who", "prune", "doctor")
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "cli" / "room.db"
+
+
+@pytest.fixture
+def sessions(db: Path, repo: Path) -> dict[str, str]:
+    """Three sessions last seen an hour ago: one alive (this process), one gone, one unknown."""
+    with Store.open(db, clock=Clock(fixed=time.time() - 3600)) as store:
+        return {
+            "alive": store.room_join(cwd=str(repo), pid=os.getpid(), label="alive-one", room="team:x").session_id,
+            "gone": store.room_join(cwd=str(repo), pid=dead_pid(), label="gone-one").session_id,
+            "unknown": store.room_join(cwd=str(repo), pid=None, label="unknown-one").session_id,
+        }
+
+
+def test_help_for_every_command_and_version() -> None:
+    top = run("--help")
+    assert top.returncode == 0
+    for command in COMMANDS:
+        assert command in top.stdout
+        helped = run(command, "--help")
+        assert helped.returncode == 0 and f"usage: agents-room {command}" in helped.stdout
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("agents-room 0.")
+
+
+def test_who_shows_liveness_as_a_table_and_as_json(db: Path, sessions: dict[str, str]) -> None:
+    table = run("--db", str(db), "who")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:4] == ["SESSION", "LABEL", "HARNESS", "LIVENESS"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert {liveness: rows[sid][3] for liveness, sid in sessions.items()} == {
+        "alive": "alive", "gone": "gone", "unknown": "unknown"}
+    listed = json.loads(run("--db", str(db), "who", "--json").stdout)
+    assert {m["session_id"]: m["liveness"] for m in listed} == {sid: kind for kind, sid in sessions.items()}
+    only = json.loads(run("--db", str(db), "who", "--room", "team:x", "--json").stdout)
+    assert [m["session_id"] for m in only] == [sessions["alive"]]
+
+
+def test_db_option_overrides_the_environment(db: Path, sessions: dict[str, str]) -> None:
+    assert os.environ["AGENTS_ROOM_DB"] != str(db)  # conftest points it elsewhere
+    assert run("who").stdout.startswith("no sessions")
+    assert sessions["alive"] in run("--db", str(db), "who").stdout
+
+
+def test_prune_removes_only_quiet_gone_sessions(db: Path, sessions: dict[str, str]) -> None:
+    dry = run("--db", str(db), "prune", "--quiet-s", "600", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines()[0].startswith(f"would remove {sessions['gone']} (gone-one)")
+    assert len(dry.stdout.splitlines()) == 1
+    assert sessions["gone"] in run("--db", str(db), "who").stdout  # a dry run changes nothing
+
+    assert "nothing to prune" in run("--db", str(db), "prune", "--quiet-s", "7200").stdout
+    done = run("--db", str(db), "prune", "--quiet-s", "600")
+    assert done.stdout.splitlines() == [line.replace("would remove", "removed") for line in dry.stdout.splitlines()]
+    left = {m["session_id"] for m in json.loads(run("--db", str(db), "who", "--json").stdout)}
+    assert left == {sessions["alive"], sessions["unknown"]}
+    assert "nothing to prune" in run("--db", str(db), "prune", "--quiet-s", "600").stdout
+
+
+def test_store_errors_become_one_line_at_the_edge(db: Path, sessions: dict[str, str]) -> None:
+    bad = run("--db", str(db), "prune", "--quiet-s", "-1")
+    assert bad.returncode == 1
+    assert bad.stderr.splitlines() == [bad.stderr.strip()]
+    assert bad.stderr.startswith("agents-room: invalid_argument: quiet_s: ")
+
+
+def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
+    report = run("--db", str(db), "doctor")
+    assert report.returncode == 0, report.stderr
+    fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
+    assert fields["path"].strip() == str(db) and fields["journal_mode"].strip() == "wal"
+    assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "1"
+    assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
+    health = json.loads(run("--db", str(db), "doctor", "--json").stdout)
+    assert health["rows"]["sessions"] == 3 and health["journal_mode"] == "wal" and health["wal_bytes"] >= 0
+
+
+def test_doctor_without_a_store_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "room.db"
+    report = run("--db", str(missing), "doctor")
+    assert report.returncode == 1 and str(missing) in report.stderr
+    assert not missing.parent.exists()
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["who"], ["serve"]])
+def test_a_file_that_is_not_a_store_is_refused_and_left_untouched(tmp_path: Path, command: list[str]) -> None:
+    garbage = tmp_path / "notes.db"
+    content = b"these are my notes, not a database\n" * 100
+    garbage.write_bytes(content)
+    refused = subprocess.run([EXE, "--db", str(garbage), *command], capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+    assert refused.returncode != 0
+    assert str(garbage) in refused.stderr and "not a SQLite database" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert garbage.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]

@@ -1,0 +1,54 @@
+"""The layers stay apart: the store imports neither ``mcp`` nor the adapters nor ``sim``; the
+CLI does not import ``mcp`` until ``serve`` runs (hooks must start fast)."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import agents_room.store
+
+STORE = Path(agents_room.store.__file__).parent
+
+
+def imported_names(path: Path) -> list[tuple[int, str]]:
+    """(relative level, module) for every import in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(0, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+    return found
+
+
+def test_store_sources_import_nothing_above_the_store() -> None:
+    sources = sorted(STORE.rglob("*.py"))
+    assert len(sources) >= 8
+    for path in sources:
+        for level, module in imported_names(path):
+            top = module.split(".")[0]
+            assert level <= 1, f"{path.name} reaches outside the store: {'.' * level}{module}"
+            assert top not in {"mcp", "mcp_types", "sim", "starlette", "uvicorn"}, f"{path.name} imports {module}"
+            if top == "agents_room":
+                assert module.startswith("agents_room.store"), f"{path.name} imports {module}"
+
+
+def loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return set(out.split())
+
+
+def test_importing_the_store_loads_no_adapter() -> None:
+    loaded = loaded_after("import agents_room.store")
+    assert not {m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "sim", "pydantic"}}
+    assert not {m for m in loaded if m.startswith(("agents_room.server", "agents_room.cli", "agents_room.identity"))}
+
+
+def test_importing_the_cli_does_not_load_mcp() -> None:
+    loaded = loaded_after("import agents_room.cli")
+    assert "agents_room.cli" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "pydantic"}}
