@@ -1,0 +1,364 @@
+"""Fair admission to the write lock, with real processes and real signals.
+
+Each worker is a fresh interpreter running this file as a script; it reads commands on
+stdin and reports on stdout (see :func:`_serve`). The test process takes part in the queue
+itself through its own :class:`WriteAdmission` when it needs a holder it controls.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_room.store.admission import CHECK_S, GRACE_S, SUPPORTED, Place, WriteAdmission
+from agents_room.store.errors import InvalidArgument, StoreBusy
+
+pytestmark = pytest.mark.skipif(not SUPPORTED, reason="admission is Linux-only (OFD locks, futex)")
+
+# What a loaded 2-core CI machine adds to any bound (process scheduling, not the design).
+SLACK_S = 0.5
+
+
+class Worker:
+    """A participant in another process, driven line by line."""
+
+    def __init__(self, db: Path, timeout_s: float = 5.0) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, str(db), str(timeout_s)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+        )
+        self.pid = self.proc.pid
+        self.lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:  # type: ignore[union-attr]
+            self.lines.put(line.strip())
+
+    def send(self, command: str) -> None:
+        self.proc.stdin.write(command + "\n")  # type: ignore[union-attr]
+        self.proc.stdin.flush()  # type: ignore[union-attr]
+
+    def expect(self, word: str, timeout: float = 15.0) -> list[str]:
+        line = self.lines.get(timeout=timeout)
+        fields = line.split()
+        assert fields[0] == word, f"worker {self.pid}: expected {word!r}, got {line!r}"
+        return fields[1:]
+
+    def signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()  # SIGKILL ends a stopped process too
+        self.proc.wait(timeout=10)
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "room.db"
+
+
+@pytest.fixture
+def spawn(db: Path) -> Iterator:
+    workers: list[Worker] = []
+
+    def _spawn(n: int = 1, timeout_s: float = 5.0, wait: bool = True) -> list[Worker]:
+        new = [Worker(db, timeout_s) for _ in range(n)]
+        for w in new if wait else ():
+            w.expect("ready")
+        workers.extend(new)
+        return new
+
+    yield _spawn
+    for w in workers:
+        w.stop()
+
+
+def _wait_for(admission: WriteAdmission, pids: list[int], timeout: float = 10.0) -> list[Place]:
+    """Poll until the queue is exactly these processes, in this order."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        places = admission.queue()
+        if [p.pid for p in places] == pids:
+            return places
+        time.sleep(0.005)
+    raise AssertionError(f"queue is {admission.queue()}, expected pids {pids}")
+
+
+def test_rejects_a_bad_timeout(db: Path) -> None:
+    with pytest.raises(InvalidArgument) as err:
+        WriteAdmission(db, 0)
+    assert err.value.field == "timeout_s"
+
+
+def test_touches_only_its_side_file(db: Path) -> None:
+    """No descriptor on the database, -wal or -shm (closing one would drop SQLite's locks);
+    the side file is private."""
+    admission = WriteAdmission(db, 1.0)
+    with admission.turn():
+        opened = set()
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                opened.add(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                pass  # the descriptor of the listing itself, already closed
+    admission.close()
+    assert f"{db}-admission" in opened
+    assert not opened & {str(db), f"{db}-wal", f"{db}-shm"}
+    assert sorted(os.listdir(db.parent)) == ["room.db-admission"]
+    assert os.stat(f"{db}-admission").st_mode & 0o777 == 0o600
+
+
+@pytest.mark.slow
+def test_waiters_take_turns_in_arrival_order(db: Path, spawn, tmp_path: Path) -> None:
+    log = tmp_path / "order.log"
+    workers = spawn(4)
+    me = WriteAdmission(db, 5.0)
+    with me.turn():
+        for i, w in enumerate(workers):
+            w.send(f"log {log}")
+            places = _wait_for(me, [os.getpid()] + [x.pid for x in workers[: i + 1]])
+        assert [p.state for p in places] == ["holding"] + ["waiting"] * 4
+    for w in workers:
+        w.expect("done")
+    assert log.read_text().split() == [str(w.pid) for w in workers]
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_killed_head_is_passed_within_the_recovery_bound(db: Path, spawn) -> None:
+    head, waiter = spawn(2)
+    head.send("hold")
+    head.expect("holding")
+    me = WriteAdmission(db, 5.0)
+    waiter.send("log -")
+    _wait_for(me, [head.pid, waiter.pid])
+    killed_at = time.monotonic()
+    head.signal(signal.SIGKILL)
+    got_at = float(waiter.expect("done")[0])
+    assert got_at - killed_at < CHECK_S + SLACK_S
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_waiter_killed_in_line_is_skipped(db: Path, spawn) -> None:
+    doomed, waiter = spawn(2)
+    me = WriteAdmission(db, 5.0)
+    with me.turn():
+        doomed.send("log -")
+        _wait_for(me, [os.getpid(), doomed.pid])
+        waiter.send("log -")
+        _wait_for(me, [os.getpid(), doomed.pid, waiter.pid])
+        doomed.signal(signal.SIGKILL)
+        doomed.proc.wait(timeout=10)
+        released_at = time.monotonic()
+    got_at = float(waiter.expect("done")[0])
+    assert got_at - released_at < CHECK_S + SLACK_S
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_death_inside_the_mutex_is_repaired(db: Path, spawn, tmp_path: Path) -> None:
+    """Killed while holding the internal mutex with the queue half-changed: the next
+    participant rebuilds it, and order still holds afterwards."""
+    dying, first, second = spawn(3)
+    dying.send("die-inside")
+    dying.expect("inside")
+    dying.signal(signal.SIGKILL)
+    dying.proc.wait(timeout=10)
+    me = WriteAdmission(db, 2.0)
+    start = time.monotonic()
+    log = tmp_path / "order.log"
+    with me.turn():
+        assert time.monotonic() - start < CHECK_S + SLACK_S
+        first.send(f"log {log}")
+        _wait_for(me, [os.getpid(), first.pid])
+        second.send(f"log {log}")
+        _wait_for(me, [os.getpid(), first.pid, second.pid])
+    first.expect("done")
+    second.expect("done")
+    assert log.read_text().split() == [str(first.pid), str(second.pid)]
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_stopped_head_makes_others_busy_and_they_carry_on_after_it(db: Path, spawn) -> None:
+    (head,) = spawn(1)
+    head.send("hold")
+    head.expect("holding")
+    head.signal(signal.SIGSTOP)
+    try:
+        me = WriteAdmission(db, 0.5)
+        start = time.monotonic()
+        with pytest.raises(StoreBusy):
+            with me.turn():
+                pass
+        assert 0.5 <= time.monotonic() - start < 0.5 + SLACK_S
+        assert [p.pid for p in me.queue()] == [head.pid]  # the one that gave up left the line
+    finally:
+        head.signal(signal.SIGCONT)
+    head.send("release")
+    head.expect("released")
+    with me.turn():
+        pass
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_head_stopped_before_taking_its_turn_is_passed_over(db: Path, spawn) -> None:
+    stopped, waiter = spawn(2)
+    me = WriteAdmission(db, 5.0)
+    with me.turn():
+        stopped.send("log -")
+        _wait_for(me, [os.getpid(), stopped.pid])
+        waiter.send("log -")
+        _wait_for(me, [os.getpid(), stopped.pid, waiter.pid])
+        stopped.signal(signal.SIGSTOP)
+        time.sleep(0.01)
+        released_at = time.monotonic()
+    try:
+        got_at = float(waiter.expect("done")[0])
+        assert got_at - released_at < GRACE_S + CHECK_S + SLACK_S
+    finally:
+        stopped.signal(signal.SIGCONT)
+    stopped.expect("done")  # back in line at the front, and served
+    me.close()
+
+
+def test_two_instances_in_one_process_keep_their_own_locks(db: Path) -> None:
+    a, b = WriteAdmission(db, 0.3), WriteAdmission(db, 0.3)
+    with a.turn():
+        with pytest.raises(StoreBusy):
+            with b.turn():
+                pass
+    with b.turn():
+        # Closing a's descriptor must not drop b's locks (POSIX fcntl locks would be).
+        a.close()
+        c = WriteAdmission(db, 0.3)
+        with pytest.raises(StoreBusy):
+            with c.turn():
+                pass
+        assert [p.state for p in c.queue()] == ["holding"]
+    with c.turn():
+        pass
+    b.close()
+    c.close()
+
+
+def test_threads_and_instances_of_one_process_take_turns(db: Path) -> None:
+    """A read-modify-write inside the turn, from 4 threads over 2 instances: no update lost."""
+    instances = [WriteAdmission(db, 5.0), WriteAdmission(db, 5.0)]
+    counter = [0]
+    inside = [0]
+
+    def run(admission: WriteAdmission) -> None:
+        for _ in range(150):
+            with admission.turn():
+                inside[0] += 1
+                assert inside[0] == 1
+                value = counter[0]
+                time.sleep(0)
+                counter[0] = value + 1
+                inside[0] -= 1
+
+    threads = [threading.Thread(target=run, args=(instances[i % 2],)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert counter[0] == 600
+    for a in instances:
+        a.close()
+
+
+@pytest.mark.slow
+def test_random_kills_never_stall_the_survivors(db: Path, spawn) -> None:
+    """Workers loop short turns; every 120 ms one is SIGKILLed wherever it is (waiting,
+    holding, inside the mutex) and replaced. Survivors never give up and never wait long."""
+    rng = random.Random(7)
+    survivors, victims = spawn(3, timeout_s=4.0), spawn(3, timeout_s=4.0)
+    end = time.monotonic() + 3.0
+    for w in survivors + victims:
+        w.send(f"loop {end}")
+    kills = 0
+    while time.monotonic() < end - 0.5:
+        time.sleep(0.12)
+        victim = victims.pop(rng.randrange(len(victims)))
+        victim.signal(signal.SIGKILL)
+        kills += 1
+        (fresh,) = spawn(1, timeout_s=4.0, wait=False)
+        fresh.send(f"loop {end}")
+        victims.append(fresh)
+    for w in survivors:
+        turns, busy, longest = w.expect("looped")
+        assert int(turns) > 0 and int(busy) == 0
+        assert float(longest) < CHECK_S + GRACE_S + 2 * SLACK_S
+    assert kills >= 5
+
+
+# -- the worker --------------------------------------------------------------------------
+
+
+def _serve(db: Path, timeout_s: float) -> None:
+    """Commands: ``hold`` (take the turn, keep it until ``release``), ``log FILE`` (take a
+    turn, append the pid to FILE or nothing for ``-``, report ``done <monotonic time>``),
+    ``loop END`` (short turns until END), ``die-inside`` (take the internal mutex, half-
+    append to the queue, and wait to be killed)."""
+    admission = WriteAdmission(db, timeout_s)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        command, *args = line.split()
+        if command == "hold":
+            with admission.turn():
+                print("holding", flush=True)
+                assert sys.stdin.readline().strip() == "release"
+            print("released", flush=True)
+        elif command == "log":
+            with admission.turn():
+                got_at = time.monotonic()
+                if args[0] != "-":
+                    with open(args[0], "a") as f:
+                        f.write(f"{os.getpid()}\n")
+            print("done", got_at, flush=True)
+        elif command == "loop":
+            turns = busy = 0
+            longest = 0.0
+            while time.monotonic() < float(args[0]):
+                start = time.monotonic()
+                try:
+                    with admission.turn():
+                        longest = max(longest, time.monotonic() - start)
+                        time.sleep(0.0005)
+                    turns += 1
+                except StoreBusy:
+                    busy += 1
+            print("looped", turns, busy, longest, flush=True)
+        elif command == "die-inside":
+            q = admission._queue
+            assert q is not None
+            q._lock_mutex(None)
+            q._begin()  # marks the change in progress
+            # Half of an append to an empty queue: the record says "holding", the header
+            # names it head but not yet tail.
+            q.mm[q.rec + 4 : q.rec + 8] = (3).to_bytes(4, "little")
+            q.mm[12:16] = q.me.to_bytes(4, "little")
+            print("inside", flush=True)
+            time.sleep(60)
+
+
+if __name__ == "__main__":
+    _serve(Path(sys.argv[1]), float(sys.argv[2]))
