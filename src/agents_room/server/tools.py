@@ -29,18 +29,44 @@ def _no_bool(value: Any) -> Any:
     return value
 
 
+def _says(description: str) -> Any:
+    return Field(description=description)
+
+
+# The arguments, each with the words the model reads in the published input schema.
 Whole = Annotated[int, BeforeValidator(_no_bool)]
-SessionId = Annotated[str, Field(description=(
-    "Your session id: the 16 lowercase hex characters room_join returned. Not your harness key (a UUID)."))]
-OptionalSessionId = Annotated[str | None, Field(description=(
-    "Your session id from room_join (16 lowercase hex); optional here."))]
-PathArg = Annotated[str, Field(description=(
-    "The file, absolute or relative to your working directory (made absolute before use); at most 4096 bytes."))]
-RoomName = Annotated[str | None, Field(description=(
-    "A room name: lowercase letters, digits and ._:/- (at most 64), e.g. 'team:payments' or 'repo:web'."))]
-Limit = Annotated[Whole | None, Field(description="At most this many messages, 1..1000.")]
-Autonomy = Literal["hold", "notify", "wake"]
-LeaseTtl = Annotated[Whole | None, Field(description="Lease length in seconds, 1..86400; default 600.")]
+Level = Literal["hold", "notify", "wake"]
+SessionId = Annotated[str, _says(
+    "Your session id: the 16 lowercase hex characters room_join returned. Not your harness key (a UUID).")]
+OptionalSessionId = Annotated[str | None, _says("Your session id from room_join (16 lowercase hex); optional here.")]
+PathArg = Annotated[str, _says(
+    "The file, absolute or relative to your working directory (made absolute before use); at most 4096 bytes.")]
+RoomName = Annotated[str | None, _says(
+    "A room name: lowercase letters, digits and ._:/- (at most 64), e.g. 'team:payments' or 'repo:web'.")]
+RoomToLeave = Annotated[str, _says("The room to leave.")]
+ExtraRooms = Annotated[list[str] | None, _says("More shared rooms to join (room names).")]
+Label = Annotated[str | None, _says("A short name others see, e.g. 'api-refactor' (≤ 64 chars).")]
+Tags = Annotated[list[str] | None, _says("Up to 16 tags (≤ 32 chars each); others reach you with to='tag:<tag>'.")]
+Autonomy = Annotated[Level | None, _says(
+    "How messages reach you: 'hold' (only when you call msg_recv), 'notify' (mentioned during your turns; the "
+    "default), 'wake' (may start a turn while you are idle). A rejoin can only raise it.")]
+Cap = Annotated[Level, _says("The highest level members of the room may have.")]
+Harness = Annotated[str | None, _says("Your harness, e.g. 'claude-code'; detected when omitted.")]
+HarnessKey = Annotated[str | None, _says(
+    "Your harness's id for this chat (a UUID), taken from the environment when omitted. It is never a session_id.")]
+To = Annotated[str, _says(
+    "Who receives it: '*' (everyone sharing a room with you), a session id, 'file:<glob>' (whoever holds a lease "
+    "on a matching path; the glob is tried on the absolute path, the path relative to the holder's folder, and "
+    "the base name) or 'tag:<tag>'.")]
+Subject = Annotated[str | None, _says("One line, ≤ 200 chars.")]
+Body = Annotated[str | None, _says("The message, ≤ 64 KiB.")]
+ReplyTo = Annotated[Whole | None, _says("The message_id this answers.")]
+MessageTtl = Annotated[Whole | None, _says("Seconds until it expires unread, 1..2592000; default never.")]
+MessageId = Annotated[Whole, _says("A message_id you received.")]
+Limit = Annotated[Whole | None, _says("At most this many messages, 1..1000.")]
+LeaseTtl = Annotated[Whole | None, _says("Lease length in seconds, 1..86400; default 600.")]
+Mode = Annotated[Literal["exclusive", "shared"] | None, _says(
+    "'exclusive' (default: you alone) or 'shared' (several holders; blocks exclusive claims).")]
 
 _READ_ONLY = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
 _WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
@@ -67,18 +93,8 @@ def plain(value: Any) -> Any:
 
 
 def room_join(
-    ctx: Context,
-    room: RoomName = None,
-    extra_rooms: Annotated[list[str] | None, Field(description="More shared rooms to join (room names).")] = None,
-    label: Annotated[str | None, Field(description="A short name others see, e.g. 'api-refactor' (≤ 64 chars).")] = None,
-    tags: Annotated[list[str] | None, Field(description="Up to 16 tags (≤ 32 chars each); others reach you with to='tag:<tag>'.")] = None,
-    autonomy: Annotated[Autonomy | None, Field(description=(
-        "How messages reach you: 'hold' (only when you call msg_recv), 'notify' (mentioned during your turns; "
-        "the default), 'wake' (may start a turn while you are idle). A rejoin can only raise it."))] = None,
-    harness: Annotated[str | None, Field(description="Your harness, e.g. 'claude-code'; detected when omitted.")] = None,
-    harness_key: Annotated[str | None, Field(description=(
-        "Your harness's id for this chat (a UUID), taken from the environment when omitted. "
-        "It is never a session_id."))] = None,
+    ctx: Context, room: RoomName = None, extra_rooms: ExtraRooms = None, label: Label = None, tags: Tags = None,
+    autonomy: Autonomy = None, harness: Harness = None, harness_key: HarnessKey = None,
 ) -> dict[str, Any]:
     """Join agents-room. Call this first, once, and keep the session_id it returns: every other
     tool takes it as session_id. You join repo:<your git repository's name> automatically;
@@ -103,7 +119,7 @@ def room_leave(ctx: Context, session_id: SessionId) -> dict[str, Any]:
     return {}
 
 
-def room_leave_room(ctx: Context, session_id: SessionId, room: Annotated[str, Field(description="The room to leave.")]) -> dict[str, Any]:
+def room_leave_room(ctx: Context, session_id: SessionId, room: RoomToLeave) -> dict[str, Any]:
     """Leave one room and stay in the others. Errors: invalid_argument: room when you are not
     in it or the name is malformed; unknown_session."""
     _store(ctx).room_leave_room(session_id, room)
@@ -119,10 +135,7 @@ def room_who(ctx: Context, session_id: OptionalSessionId = None, room: RoomName 
 
 
 def room_set_autonomy_cap(
-    ctx: Context,
-    autonomy: Annotated[Autonomy, Field(description="The highest level members of the room may have.")],
-    session_id: OptionalSessionId = None,
-    room: RoomName = None,
+    ctx: Context, autonomy: Cap, session_id: OptionalSessionId = None, room: RoomName = None
 ) -> dict[str, Any]:
     """The operator's way to lower autonomy: cap a room's level; members above it are lowered
     now and later joins are clamped. Call it only when your human asks. Without `room` it caps
@@ -136,17 +149,8 @@ def room_set_autonomy_cap(
 
 
 def msg_send(
-    ctx: Context,
-    session_id: SessionId,
-    to: Annotated[str, Field(description=(
-        "Who receives it: '*' (everyone sharing a room with you), a session id, 'file:<glob>' (whoever holds a "
-        "lease on a matching path; the glob is tried on the absolute path, the path relative to the holder's "
-        "folder, and the base name) or 'tag:<tag>'."))],
-    subject: Annotated[str | None, Field(description="One line, ≤ 200 chars.")] = None,
-    body: Annotated[str | None, Field(description="The message, ≤ 64 KiB.")] = None,
-    reply_to: Annotated[Whole | None, Field(description="The message_id this answers.")] = None,
-    ttl_s: Annotated[Whole | None, Field(description=(
-        "Seconds until it expires unread, 1..2592000; default never."))] = None,
+    ctx: Context, session_id: SessionId, to: To, subject: Subject = None, body: Body = None,
+    reply_to: ReplyTo = None, ttl_s: MessageTtl = None,
 ) -> dict[str, Any]:
     """Send a message to other agents. Returns message_id and recipients (session ids). Zero
     recipients is not an error: a warning says the selector matched nobody, and the message
@@ -164,7 +168,7 @@ def msg_recv(ctx: Context, session_id: SessionId, limit: Limit = None) -> dict[s
     return plain(_store(ctx).msg_recv(session_id, limit))
 
 
-def msg_ack(ctx: Context, session_id: SessionId, message_id: Annotated[Whole, Field(description="A message_id you received.")]) -> dict[str, Any]:
+def msg_ack(ctx: Context, session_id: SessionId, message_id: MessageId) -> dict[str, Any]:
     """Confirm you handled a message you have read (msg_recv first); its sender sees it in
     msg_sent. Acking twice is harmless. Errors: not_recipient: it was never delivered to you;
     invalid_argument: message_id when it is not read yet or expired unread; unknown_session."""
@@ -185,7 +189,9 @@ def msg_sent(ctx: Context, session_id: SessionId, limit: Limit = None) -> dict[s
     return {"messages": plain(_store(ctx).msg_sent(session_id, limit))}
 
 
-def room_history(ctx: Context, session_id: OptionalSessionId = None, room: RoomName = None, limit: Limit = None) -> dict[str, Any]:
+def room_history(
+    ctx: Context, session_id: OptionalSessionId = None, room: RoomName = None, limit: Limit = None
+) -> dict[str, Any]:
     """A room's messages, oldest first (the last 50 by default): what was said and decided there,
     including before you joined. Default room: your repo room. Read-only: marks nothing read.
     Errors: invalid_argument: room (no room named and no session_id); unknown_session."""
@@ -197,12 +203,7 @@ def room_history(ctx: Context, session_id: OptionalSessionId = None, room: RoomN
 
 
 def lease_claim(
-    ctx: Context,
-    session_id: SessionId,
-    path: PathArg,
-    ttl_s: LeaseTtl = None,
-    mode: Annotated[Literal["exclusive", "shared"] | None, Field(description=(
-        "'exclusive' (default: you alone) or 'shared' (several holders; blocks exclusive claims)."))] = None,
+    ctx: Context, session_id: SessionId, path: PathArg, ttl_s: LeaseTtl = None, mode: Mode = None
 ) -> dict[str, Any]:
     """Claim a file before you edit it, so no other agent edits it at the same time. ok=true: it
     is yours until lease.expires_at (lease.token grows with every grant); claiming it again
