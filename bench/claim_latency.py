@@ -1,5 +1,6 @@
-"""Latency of ``lease_claim``: through the store alone, and through a real ``agents-room serve``
-over stdio driven by the MCP SDK's client. Each call claims a new path (a fresh grant, the
+"""Latency of ``lease_claim``: through the store alone, through the MCP adapter in memory (the
+SDK's ``Client(server)``: the adapter's own cost, no transport), and through a real
+``agents-room serve`` over stdio driven by the SDK's client. Each call claims a new path (a fresh grant, the
 common case), one at a time; warm-up calls are not counted.
 
     .venv/bin/python bench/claim_latency.py [--n 2000] [--warmup 50]
@@ -20,6 +21,8 @@ import anyio
 import numpy as np
 from mcp import Client, StdioServerParameters
 
+from agents_room.identity import Identity
+from agents_room.server import RoomServer, build_server
 from agents_room.store import Store
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
@@ -39,9 +42,8 @@ def in_process(db: Path, cwd: Path, n: int, warmup: int) -> np.ndarray:
     return out / 1e6
 
 
-async def over_stdio(db: Path, cwd: Path, n: int, warmup: int) -> np.ndarray:
-    params = StdioServerParameters(command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": str(db)}, cwd=str(cwd))
-    async with Client(params) as client:
+async def through_mcp(target: StdioServerParameters | RoomServer, n: int, warmup: int) -> np.ndarray:
+    async with Client(target) as client:
         joined = await client.call_tool("room_join", {"label": "bench"})
         sid = joined.structured_content["session_id"]
         for i in range(warmup):
@@ -57,7 +59,7 @@ async def over_stdio(db: Path, cwd: Path, n: int, warmup: int) -> np.ndarray:
 
 def line(name: str, ms: np.ndarray) -> str:
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
-    return f"{name:<14}{len(ms):>6}{p50:>10.3f}{p90:>10.3f}{p99:>10.3f}{ms.max():>10.3f}"
+    return f"{name:<15}{len(ms):>6}{p50:>10.3f}{p90:>10.3f}{p99:>10.3f}{ms.max():>10.3f}"
 
 
 def main() -> int:
@@ -69,11 +71,18 @@ def main() -> int:
         folder = Path(tmp)
         (folder / "repo" / ".git").mkdir(parents=True)
         store_ms = in_process(folder / "store.db", folder / "repo", args.n, args.warmup)
-        stdio_ms = anyio.run(over_stdio, folder / "stdio.db", folder / "repo", args.n, args.warmup)
+        repo = folder / "repo"
+        memory = build_server(folder / "memory.db", identity=Identity(str(repo), os.getpid(), "bench", None))
+        memory_ms = anyio.run(through_mcp, memory, args.n, args.warmup)
+        stdio = StdioServerParameters(
+            command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": str(folder / "stdio.db")}, cwd=str(repo)
+        )
+        stdio_ms = anyio.run(through_mcp, stdio, args.n, args.warmup)
     print(f"lease_claim latency, ms ({os.cpu_count()} CPUs, Python {sys.version.split()[0]})")
-    print(f"{'path':<14}{'calls':>6}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}")
+    print(f"{'path':<15}{'calls':>6}{'p50':>10}{'p90':>10}{'p99':>10}{'max':>10}")
     print(line("store", store_ms))
-    print(line("stdio (MCP)", stdio_ms))
+    print(line("MCP in memory", memory_ms))
+    print(line("MCP stdio", stdio_ms))
     return 0
 
 
