@@ -61,14 +61,29 @@ def serve(args: argparse.Namespace) -> int:
     store = open_store(args)
     from .server import build_server
 
-    server = build_server(store=store, identity=identity.for_http() if address else identity.for_stdio())
+    from . import wake
+
+    who = identity.for_http() if address else identity.for_stdio()
+    # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
+    # recorded at room_join so messages to it at autonomy `wake` start stored, not undeliverable.
+    lever = None if address else wake.lever_name(os.environ)
+    server = build_server(store=store, identity=who, wake_lever=lever)
     try:
         if address:
             import anyio
 
             anyio.run(http.serve, server, address, token)
+        elif lever == wake.CHANNEL:
+            import anyio
+
+            from . import channel
+
+            anyio.run(channel.serve_stdio, server)
         else:
+            watcher = wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND else None
             server.run("stdio")
+            if watcher:
+                watcher.stop()
     except KeyboardInterrupt:
         return 130
     return 0

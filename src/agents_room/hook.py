@@ -223,8 +223,9 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
 def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int:
     """Wait for mail that should wake this session (it is at ``wake``), signal it through the
     store (``stored → offered``), print the facts on stderr, exit 2. Exit 0 at ``timeout``,
-    when there is no session, or when a newer waiter for the same session took over."""
-    from agents_room.store.wake import describe
+    when there is no session, or when a newer waiter for the same session took over. When
+    the session recorded another lever (the channel), only its retries are ours."""
+    from agents_room.wake import RETRY_LOOK_S, StopHookLever, deliver
 
     deadline = time.monotonic() + timeout
     if not os.path.exists(path):
@@ -233,22 +234,18 @@ def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int
         session = _find(store, _keys(data), _ancestors())
         if session is None:
             return 0
+        lever = StopHookLever(sys.stderr)
         marker = _claim_waiter(store.path, session.id)
         try:
-            seen = -1
+            seen, last_look = -1, 0.0
             while time.monotonic() < deadline:
                 if not _still_waiter(marker):
                     return 0
                 seq = store.last_seq()
-                if seq != seen:
-                    seen = seq
-                    for offer in store.wake_offers(session_id=session.id):
-                        ids = [p.message_id for p in offer.pending]
-                        done = store.wake_signalled(session.id, ids, "stop-hook", None)
-                        if done:
-                            told = [p for p in offer.pending if p.message_id in set(done)]
-                            print(describe(told, session.id), file=sys.stderr)
-                            return 2
+                if seq != seen or time.monotonic() - last_look >= RETRY_LOOK_S:
+                    seen, last_look = seq, time.monotonic()
+                    if deliver(store, lever, session_id=session.id, adopt_retries=True):
+                        return 2
                 time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
             return 0
         finally:

@@ -353,6 +353,11 @@ class Store:
                 wake.mark_accepted(tx, session_id, done)
             return done
 
+    def wake_accepted(self, session_id: str, message_ids: list[int]) -> list[int]:
+        """``offered → accepted``: the lever confirmed the harness took the signal."""
+        with self.db.write() as tx:
+            return wake.mark_accepted(tx, session_id, message_ids)
+
     def wake_undeliverable(self, session_id: str, message_ids: list[int]) -> list[int]:
         """``stored → undeliverable``: the session's wake lever does not exist here."""
         with self.db.write() as tx:
