@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from .scenario import ScenarioError, load
 
@@ -39,11 +40,11 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         scenario = load(args.scenario).with_overrides(
             duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver)
     except ScenarioError as exc:
-        console.print(f"[red]sim: invalid scenario[/]: {exc}")
+        console.print(f"[red]sim: invalid scenario[/]: {escape(str(exc))}")
         return 2
     out = args.out or default_out(scenario)
     if out.exists():
-        console.print(f"[red]sim: {out} already exists[/]; pick another --out")
+        console.print(f"[red]sim: {escape(str(out))} already exists[/]; pick another --out")
         return 2
     result = run_scenario(scenario, out, live=not args.no_live, console=console)
     return result.exit_code

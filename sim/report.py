@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from . import plots
@@ -52,7 +53,7 @@ def cost(outcome: Any, figures: Stats, driver: str) -> dict[str, Any]:
     }
 
 
-def write(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
+def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
           events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
           history_len: int) -> dict[str, Any]:
     check_d = _check_dict(check)
@@ -94,9 +95,12 @@ def write(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "scenario": scenario.to_dict(),
         "bins": figures.bins.__dict__,
     }
+    return data
+
+
+def save(out: Path, data: dict[str, Any]) -> None:
     (out / "report.json").write_text(json.dumps(data, indent=1, default=str))
     (out / "report.md").write_text(markdown(data))
-    return data
 
 
 def _ms(x: float) -> str:
@@ -171,6 +175,10 @@ def markdown(d: dict[str, Any]) -> str:
         lines += ["![lease timeline](leases.png)", ""]
     if d["faults"]:
         lines += [f"Fault windows are shaded in red ({len(d['faults'])} faults).", ""]
+    if d.get("timings"):
+        lines.append("Wall time by phase: " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in d["timings"].items())
+                     + ".")
+        lines.append("")
     lines += ["The scenario as run is `scenario.toml`; every figure above is in `report.json`."]
     return "\n".join(lines) + "\n"
 
@@ -238,8 +246,13 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
                   f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB")
     for e in d["expect"]:
         if not e["met"]:
-            console.print(f"[red]expectation missed[/]: {e['name']} {e['actual']} (required {e['bound']})")
+            console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(e['actual'])} (required {escape(e['bound'])})")
     for v in d["violations"][:10]:
-        console.print(f"[red]{v['invariant']}[/]: {v['message']}")
+        console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(str(v['message']))}")
+    if d["verdict"] == "unknown":
+        inv = d["invariants"]
+        for why in [inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]:
+            if why:
+                console.print(f"[yellow]unknown[/]: {escape(str(why))}")
     color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]
-    console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {Path(d.get('out', '.'))}")
+    console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {escape(d['out'])}/report.md")

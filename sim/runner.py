@@ -121,6 +121,7 @@ class Outcome:
     wall_start: float
     runner_cpu_s: float
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
 
 
 class Runner:
@@ -134,6 +135,7 @@ class Runner:
         # where fault injection plugs in (and records its windows in samples.jsonl).
         self.on_tick: list[Callable[[Runner, int], None]] = []
         self._samples = None
+        self.timings: dict[str, float] = {}
 
     # agents ------------------------------------------------------------------------------------
 
@@ -249,7 +251,9 @@ class Runner:
 
     def execute(self) -> Outcome:
         scn, run = self.scn, self.scn.run
+        t0 = time.monotonic()
         prepare(scn, self.layout)
+        self.timings = {"setup_s": time.monotonic() - t0}
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)
         progress = Progress(self.layout.history, scn, live=self.live)
@@ -259,6 +263,7 @@ class Runner:
                 progress.phase(f"starting {scn.agents} agents ({run.driver})")
                 self._wait_for({"ready"}, time.monotonic() + run.startup_timeout_s, "starting",
                                tick=lambda: progress.starting(sum(a.state == "ready" for a in self.agents)))
+                self.timings["startup_s"] = time.monotonic() - t0 - self.timings["setup_s"]
                 start_ns = time.monotonic_ns() + 100_000_000
                 end_ns = start_ns + int(run.duration_s * 1e9)
                 wall_start = time.time() + 0.1
@@ -276,13 +281,19 @@ class Runner:
                     time.sleep(min(0.05, max(0.0, (min(next_sample, end_ns) - time.monotonic_ns()) / 1e9)))
                 self.sample(progress, time.monotonic_ns(), start_ns)
                 progress.phase("stopping")
-                self._wait_for({"stopped"}, time.monotonic() + run.op_timeout_s + 30, "stopping")
+                mark = time.monotonic()
+                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping")
+                self.timings["stop_s"] = time.monotonic() - mark
                 progress.phase("draining inboxes")
+                mark = time.monotonic()
                 self._tell(f"drain {run.drain_timeout_s}")
-                self._wait_for({"drained"}, time.monotonic() + run.drain_timeout_s + 30, "draining")
+                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining")
+                self.timings["drain_s"] = time.monotonic() - mark
                 self.sample(progress, time.monotonic_ns(), start_ns)
+            mark = time.monotonic()
             for a in self.agents:
                 a.popen.wait(timeout=30)
+            self.timings["exit_s"] = time.monotonic() - mark
         finally:
             self._samples.close()
             for a in self.agents:
@@ -293,7 +304,7 @@ class Runner:
         runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         drained = all(a.status.get("drained") for a in self.agents)
         notes = [f"{a.name}: inbox not drained in time" for a in self.agents if not a.status.get("drained")]
-        return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes)
+        return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes, self.timings)
 
     def _drain_lines(self) -> None:
         while True:
@@ -375,18 +386,24 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
         end_ns = max((r["time"] for r in records), default=start_ns + 1)
         outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [f"aborted: {aborted}"])
     else:
+        mark = time.monotonic()
         verdict, check = _check(events, records, integrity)
+        outcome.timings["check_s"] = time.monotonic() - mark
         if verdict == "valid" and not outcome.drained:
             verdict = "unknown"
+    mark = time.monotonic()
     names = [a.name for a in runner.agents]
     figures = stats.compute(records, outcome.start_ns, outcome.end_ns, names,
                             late_ms=scenario.open_loop.late_ms if scenario.workload.mode == "open" else None)
     expectations = stats.expectations(scenario.expect, figures)
-    data = report.write(
+    data = report.build(
         runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
         expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
         wal_final=wal, history_len=len(records),
     )
+    outcome.timings["report_s"] = time.monotonic() - mark
+    data["timings"] = outcome.timings
+    report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
     report.print_summary(data, console=console)

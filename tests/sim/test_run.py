@@ -1,0 +1,104 @@
+"""``sim run`` end to end: real agent processes, a real store, both drivers, a valid
+verdict, and a report whose figures agree with the history and the events."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Store
+from sim.history import pairs, read
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = ROOT / "scenarios" / "smoke.toml"
+PNGS = ("latency.png", "throughput.png", "percentiles.png", "agents.png", "leases.png", "wal.png")
+
+
+def sim_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sim.cli", "run", *args, "--no-live"], cwd=cwd, text=True,
+                          capture_output=True, timeout=120)
+
+
+def check_run(out: Path, driver: str) -> None:
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "valid", report["violations"] or report["invariants"].get("unknown_because")
+    assert report["run"]["driver"] == driver and report["run"]["drained"] is True
+    assert report["integrity"] == "ok" and report["expect_met"] is True
+    assert all(r["status"] == "ok" for r in report["invariants"]["invariants"].values())
+    assert (out / "report.md").read_text().startswith("# smoke: VALID")
+    for name in PNGS:
+        data = (out / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
+    assert set(report["plots"]) == set(PNGS)
+
+    history = read(out / "history.jsonl")
+    done = [(i, d) for i, d in pairs(history)]
+    ok = Counter(i["f"] for i, d in done if d["type"] == "ok")
+    assert report["all"]["count"] + report["run"]["drain_ops"] == len(done)
+    assert sum(r["count"] for r in report["operations"]) == report["all"]["count"]
+    for f in ("lease_claim", "lease_release", "msg_send", "msg_recv", "note_read", "edit", "drift_check", "room_who"):
+        assert ok[f] > 0, f"no successful {f} in a smoke run"
+
+    with Store.open(out / "store" / "room.db") as store:
+        events = store.events(0, 1_000_000)
+    kinds = Counter(e.kind for e in events)
+    assert report["run"]["events"] == len(events)
+    grants = [d for i, d in done if i["f"] == "lease_claim" and d["type"] == "ok" and d["value"]["ok"]]
+    assert kinds["lease_grant"] == len(grants)
+    assert {e.payload["token"] for e in events if e.kind == "lease_grant"} == {d["value"]["token"] for d in grants}
+    assert kinds["send"] == ok["msg_send"]
+    assert kinds["join"] == ok["room_join"] and kinds["leave"] == ok["room_leave"]
+    assert kinds["lease_renew"] == ok["lease_renew"] and kinds["note_read"] == ok["note_read"]
+    releases = [e for e in events if e.kind == "lease_release" and e.payload["reason"] == "release"]
+    assert len(releases) == ok["lease_release"]
+
+    agents = {r["agent"] for r in history}
+    assert len(agents) == report["run"]["agents"] == 3
+    assert set(report["fairness"]["ops_per_agent"]) == agents
+    for repo in ("alpha", "beta"):
+        assert (out / "repos" / repo / ".git").is_dir()
+    edited = [d["value"] for i, d in done if i["f"] == "edit" and d["type"] == "ok"]
+    last = {}
+    for value in edited:
+        last[value["path"]] = value["hash"]
+    import hashlib
+    for path, digest in last.items():  # the files hold the last edit each agent recorded
+        assert hashlib.sha256(Path(path).read_bytes()).hexdigest() == digest
+
+
+@pytest.mark.slow
+def test_smoke_direct(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = sim_run(str(SMOKE), "--out", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "verdict: valid" in result.stdout
+    check_run(out, "direct")
+
+
+@pytest.mark.slow
+def test_smoke_mcp(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = sim_run(str(SMOKE), "--out", str(out), "--driver", "mcp", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_run(out, "mcp")
+    cost = json.loads((out / "report.json").read_text())["cost"]
+    assert cost["agents_reporting"] == 3 and cost["store_cpu_s"] > 0  # the serve processes did the store's work
+
+
+@pytest.mark.slow
+def test_a_missed_bound_exits_1_with_a_valid_verdict(tmp_path: Path) -> None:
+    scenario = tmp_path / "greedy.toml"
+    scenario.write_text(SMOKE.read_text().replace("min_ops_per_s = 20", "min_ops_per_s = 1e9"))
+    out = tmp_path / "run"
+    result = sim_run(str(scenario), "--out", str(out), "--duration", "1", "--agents", "1", cwd=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "valid" and report["expect_met"] is False
+    assert [e["name"] for e in report["expect"] if not e["met"]] == ["throughput"]
+    assert "expectation missed: throughput" in result.stdout
+    assert "**missed**" in (out / "report.md").read_text()
