@@ -188,13 +188,14 @@ class Store:
             rooms.set_cap(tx, target, autonomy, me.id if me else None)
             return target, autonomy
 
-    def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None) -> list[Session]:
-        """Remove sessions quiet longer than ``quiet_s`` whose agent is gone."""
+    def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None, dry_run: bool = False) -> list[Session]:
+        """Remove sessions quiet longer than ``quiet_s`` whose agent is gone (``dry_run``: only
+        say which, in a read transaction)."""
         quiet = sessions.check_quiet(quiet_s)
         scan = scan or scan_processes()
-        with self.db.write() as tx:
+        with self.db.read() if dry_run else self.db.write() as tx:
             gone = sessions.prune_candidates(tx, quiet, scan)
-            for s in gone:
+            for s in () if dry_run else gone:
                 sessions.leave(tx, s, reason="prune")
             return gone
 
