@@ -34,7 +34,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def run_command(args: argparse.Namespace, console: Console) -> int:
-    from .runner import default_out, run_scenario
+    from .layout import default_out
+    from .runner import run_scenario
 
     try:
         scenario = load(args.scenario).with_overrides(

@@ -14,7 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import plots
-from .stats import Expectation, OpRow, Stats
+from .stats import Expectation, Stats
 
 MAX_LISTED = 50
 

@@ -7,7 +7,6 @@ while agents run (it only ``stat``s its WAL); it reads the events once they have
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import queue
@@ -22,8 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import history as hist
+from .layout import Layout, file_names, merge_history, prepare, read_events, read_samples
 from .progress import Progress
-from .scenario import Scenario, to_toml
+from .scenario import Scenario
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
@@ -46,65 +46,9 @@ class AgentProc:
     session: str | None = None
     status: dict[str, Any] = field(default_factory=dict)
     error: str = ""
-
-
-@dataclass
-class Layout:
-    out: Path
-
-    @property
-    def db(self) -> Path:
-        return self.out / "store" / "room.db"
-
-    @property
-    def history(self) -> Path:
-        return self.out / "history"
-
-    @property
-    def repos(self) -> Path:
-        return self.out / "repos"
-
-    @property
-    def samples(self) -> Path:
-        return self.out / "samples.jsonl"
-
-
-def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return base / f"{scenario.name}-{stamp}"
-
-
-# -- setting up ------------------------------------------------------------------------------
-
-
-def file_names(n: int) -> list[str]:
-    return [f"src/mod_{i:02d}.py" for i in range(n)]
-
-
-def make_repo(path: Path, files: list[str]) -> None:
-    """A real git repository with real, committed files."""
-    path.mkdir(parents=True)
-    for name in files:
-        f = path / name
-        f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(f"# {name}\nVALUE = 0\n")
-    git = ["git", "-C", str(path), "-c", "user.name=sim", "-c", "user.email=sim@localhost", "-c", "init.defaultBranch=main"]
-    subprocess.run([*git, "init", "-q"], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "initial files"], check=True)
-
-
-def prepare(scenario: Scenario, layout: Layout) -> None:
-    from agents_room.store import Store
-
-    layout.out.mkdir(parents=True, exist_ok=False)
-    for sub in ("store", "history", "agents", "logs", "repos"):
-        (layout.out / sub).mkdir()
-    (layout.out / "scenario.toml").write_text(to_toml(scenario))
-    for repo in scenario.repos:
-        make_repo(layout.repos / repo.name, file_names(repo.files))
-    # Create the schema once, before the agents race to open the file.
-    Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s).close()
+    # Set by whoever kills it on purpose (fault injection): its exit is then not a failure,
+    # and it counts as done in every wait.
+    expected_exit: bool = False
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -130,7 +74,7 @@ class Runner:
         self.layout = Layout(out)
         self.live = live
         self.agents: list[AgentProc] = []
-        self.lines: queue.Queue[tuple[int, str]] = queue.Queue()
+        self.lines: queue.Queue[tuple[AgentProc, str]] = queue.Queue()
         # Hooks run on every sampling tick, with the runner and the monotonic time: the place
         # where fault injection plugs in (and records its windows in samples.jsonl).
         self.on_tick: list[Callable[[Runner, int], None]] = []
@@ -182,11 +126,10 @@ class Runner:
     def _read_lines(self, proc: AgentProc) -> None:
         assert proc.popen.stdout is not None
         for line in proc.popen.stdout:
-            self.lines.put((proc.no, line.rstrip("\n")))
-        self.lines.put((proc.no, "exited"))
+            self.lines.put((proc, line.rstrip("\n")))
+        self.lines.put((proc, "exited"))
 
-    def _handle(self, no: int, line: str) -> None:
-        proc = self.agents[no]
+    def _handle(self, proc: AgentProc, line: str) -> None:
         word, _, rest = line.partition(" ")
         if word == "ready":
             proc.state, proc.session = "ready", rest
@@ -196,21 +139,22 @@ class Runner:
             proc.state, proc.status = "drained", json.loads(rest)
         elif word == "error":
             proc.state, proc.error = "error", rest
+        elif word == "exited" and proc.expected_exit:
+            proc.state = "killed"
         elif word == "exited" and proc.state != "drained":
             proc.state = "exited"
             proc.error = proc.error or f"exited with code {proc.popen.wait()} (see logs/{proc.name}.g{proc.generation}.log)"
 
     def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None) -> None:
-        while any(a.state not in states for a in self.agents):
+        while any(a.state not in states and a.state != "killed" for a in self.agents):
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
                 raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
             if time.monotonic() > deadline:
-                late = [a.name for a in self.agents if a.state not in states]
+                late = [a.name for a in self.agents if a.state not in states and a.state != "killed"]
                 raise RunAborted(f"timed out {what}: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}")
             try:
-                no, line = self.lines.get(timeout=0.1)
-                self._handle(no, line)
+                self._handle(*self.lines.get(timeout=0.1))
             except queue.Empty:
                 pass
             if tick:
@@ -302,49 +246,20 @@ class Runner:
                     a.popen.wait()
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
-        drained = all(a.status.get("drained") for a in self.agents)
-        notes = [f"{a.name}: inbox not drained in time" for a in self.agents if not a.status.get("drained")]
+        live = [a for a in self.agents if a.state != "killed"]
+        drained = all(a.status.get("drained") for a in live)
+        notes = [f"{a.name}: inbox not drained in time" for a in live if not a.status.get("drained")]
         return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes, self.timings)
 
     def _drain_lines(self) -> None:
         while True:
             try:
-                no, line = self.lines.get_nowait()
+                proc, line = self.lines.get_nowait()
             except queue.Empty:
                 return
-            self._handle(no, line)
-            if self.agents[no].state in ("error", "exited"):
-                raise RunAborted(f"{self.agents[no].name} {self.agents[no].state} during the run: {self.agents[no].error}")
-
-
-def read_events(db: Path, busy_timeout_s: float, page: int = 10_000) -> tuple[list[Any], str, int]:
-    """Every event (paged by seq), ``PRAGMA integrity_check``, and the WAL size, once the
-    agents have exited."""
-    from agents_room.store import Store
-
-    events: list[Any] = []
-    with Store.open(db, busy_timeout_s=busy_timeout_s) as store:
-        while True:
-            chunk = store.events(events[-1].seq if events else 0, page)
-            events.extend(chunk)
-            if len(chunk) < page:
-                break
-        integrity = store.integrity_check()
-        wal = store.db.wal_bytes()
-    return events, integrity, wal
-
-
-def merge_history(layout: Layout) -> list[hist.Record]:
-    records = hist.read_folder(layout.history)
-    hist.settle_dangling(records)
-    hist.write_merged(records, layout.out / "history.jsonl")
-    return records
-
-
-def read_samples(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return hist.read(path)
+            self._handle(proc, line)
+            if proc.state in ("error", "exited"):
+                raise RunAborted(f"{proc.name} {proc.state} during the run: {proc.error}")
 
 
 # -- the whole pipeline -------------------------------------------------------------------------

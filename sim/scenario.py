@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .tables import ScenarioError, Table, choice, integer, number
+
 Driver = Literal["direct", "mcp"]
 ThinkKind = Literal["exponential", "fixed", "zero"]
 Mode = Literal["closed", "open"]
@@ -28,10 +30,6 @@ MIX_KEYS = (
 )
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
-
-
-class ScenarioError(ValueError):
-    """A scenario that cannot run; the text names the table and key."""
 
 
 @dataclass(frozen=True)
@@ -132,12 +130,12 @@ class Scenario:
         """The scenario as run: command-line overrides checked like the file's own values."""
         run = self.run
         if duration_s is not None:
-            run = dataclasses.replace(run, duration_s=_number("--duration", duration_s, 0.5, 86_400))
+            run = dataclasses.replace(run, duration_s=number("--duration", duration_s, 0.5, 86_400))
         if seed is not None:
             run = dataclasses.replace(run, seed=int(seed))
         if driver is not None:
-            run = dataclasses.replace(run, driver=_choice("--driver", driver, ("direct", "mcp")))
-        repos = self.repos if agents is None else _spread(self.repos, _integer("--agents", agents, 1, 512))
+            run = dataclasses.replace(run, driver=choice("--driver", driver, ("direct", "mcp")))
+        repos = self.repos if agents is None else _spread(self.repos, integer("--agents", agents, 1, 512))
         return dataclasses.replace(self, run=run, repos=repos)
 
 
@@ -155,85 +153,7 @@ def _spread(repos: tuple[Repo, ...], total: int) -> tuple[Repo, ...]:
 # -- strict reading ---------------------------------------------------------------------------
 
 
-class _Table:
-    """One TOML table being read: every key taken is checked, the rest are unknown."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise ScenarioError(f"[{where}] must be a table, got {_kind(data)}")
-        self.data = dict(data)
-        self.where = where
-
-    def take(self, key: str, default: Any = ..., *, kinds: tuple[type, ...]) -> Any:
-        if key not in self.data:
-            if default is ...:
-                raise ScenarioError(f"[{self.where}] {key}: required")
-            return default
-        value = self.data.pop(key)
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            names = " or ".join(_TYPE_NAMES[k] for k in kinds)
-            raise ScenarioError(f"[{self.where}] {key}: must be {names}, got {_kind(value)} {value!r}")
-        return value
-
-    def number(self, key: str, default: Any, lo: float, hi: float) -> float:
-        value = self.take(key, default, kinds=(int, float))
-        return value if value is None else _number(f"[{self.where}] {key}", value, lo, hi)
-
-    def integer(self, key: str, default: Any, lo: int, hi: int) -> int:
-        value = self.take(key, default, kinds=(int,))
-        return value if value is None else _integer(f"[{self.where}] {key}", value, lo, hi)
-
-    def choice(self, key: str, default: str, options: tuple[str, ...]) -> Any:
-        return _choice(f"[{self.where}] {key}", self.take(key, default, kinds=(str,)), options)
-
-    def names(self, key: str, pattern: re.Pattern[str], what: str) -> tuple[str, ...]:
-        values = self.take(key, [], kinds=(list,))
-        for v in values:
-            if not isinstance(v, str) or not pattern.fullmatch(v):
-                raise ScenarioError(f"[{self.where}] {key}: {v!r} is not a valid {what} ({pattern.pattern})")
-        if len(set(values)) != len(values):
-            raise ScenarioError(f"[{self.where}] {key}: duplicates in {values}")
-        return tuple(values)
-
-    def sub(self, key: str) -> _Table:
-        return _Table(self.take(key, {}, kinds=(dict,)), f"{self.where}.{key}" if self.where else key)
-
-    def done(self) -> None:
-        if self.data:
-            key = sorted(self.data)[0]
-            raise ScenarioError(f"[{self.where}] unknown key {key!r}" if self.where else f"unknown table or key {key!r}")
-
-
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "a table",
-               bool: "true or false"}
-
-
-def _kind(value: Any) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "table"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _number(name: str, value: Any, lo: float, hi: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or not lo <= value <= hi:
-        raise ScenarioError(f"{name}: must be from {lo:g} to {hi:g}, got {value:g}")
-    return value
-
-
-def _integer(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ScenarioError(f"{name}: must be an integer from {lo} to {hi}, got {value!r}")
-    return value
-
-
-def _choice(name: str, value: Any, options: tuple[str, ...]) -> Any:
-    if value not in options:
-        raise ScenarioError(f"{name}: must be one of {', '.join(options)}, got {value!r}")
-    return value
-
-
-def _read_run(t: _Table) -> Run:
+def _read_run(t: Table) -> Run:
     run = Run(
         duration_s=t.number("duration_s", Run.duration_s, 0.5, 86_400),
         seed=t.integer("seed", Run.seed, 0, 2**63 - 1),
@@ -254,7 +174,7 @@ def _read_run(t: _Table) -> Run:
 
 
 def _read_repo(data: Any, i: int) -> Repo:
-    t = _Table(data, f"repos.{i}")
+    t = Table(data, f"repos.{i}")
     name = t.take("name", kinds=(str,))
     if not NAME_RE.fullmatch(name):
         raise ScenarioError(f"[repos.{i}] name: {name!r} must match {NAME_RE.pattern}")
@@ -269,7 +189,7 @@ def _read_repo(data: Any, i: int) -> Repo:
     return repo
 
 
-def _read_workload(t: _Table) -> Workload:
+def _read_workload(t: Table) -> Workload:
     think_t = t.sub("think")
     think = Think(
         kind=think_t.choice("kind", Think.kind, ("exponential", "fixed", "zero")),
@@ -282,7 +202,7 @@ def _read_workload(t: _Table) -> Workload:
     if not any(w > 0 for _, w in mix):
         raise ScenarioError(f"[workload.mix] needs at least one positive weight among {', '.join(MIX_KEYS)}")
     ttl = t.take("lease_ttl_s", list(Workload.lease_ttl_s), kinds=(int, list))
-    ttls = tuple(_integer("[workload] lease_ttl_s", v, 1, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
+    ttls = tuple(integer("[workload] lease_ttl_s", v, 1, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
     if not ttls:
         raise ScenarioError("[workload] lease_ttl_s: needs at least one TTL")
     w = Workload(
@@ -302,7 +222,7 @@ def _read_workload(t: _Table) -> Workload:
     return w
 
 
-def _read_open_loop(t: _Table) -> OpenLoop:
+def _read_open_loop(t: Table) -> OpenLoop:
     o = OpenLoop(
         rate_per_agent=t.number("rate_per_agent", OpenLoop.rate_per_agent, 0.01, 100_000),
         arrivals=t.choice("arrivals", OpenLoop.arrivals, ("poisson", "uniform")),
@@ -312,7 +232,7 @@ def _read_open_loop(t: _Table) -> OpenLoop:
     return o
 
 
-def _read_expect(t: _Table) -> Expect:
+def _read_expect(t: Table) -> Expect:
     p99_t = t.sub("p99_ms")
     p99 = tuple((k, p99_t.number(k, ..., 0.001, 3_600_000)) for k in sorted(p99_t.data))
     e = Expect(
@@ -332,7 +252,7 @@ def parse(text: str, name: str = "scenario") -> Scenario:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError(f"not valid TOML: {exc}") from None
-    top = _Table(data, "")
+    top = Table(data, "")
     scenario_name = top.take("name", name, kinds=(str,))
     if not NAME_RE.fullmatch(scenario_name):
         raise ScenarioError(f"name: {scenario_name!r} must match {NAME_RE.pattern}")

@@ -54,9 +54,9 @@ class Bins:
     width_s: float
     starts: list[float]
     counts: dict[str, list[int]]
-    p50_ms: list[float]
-    p99_ms: list[float]
-    max_ms: list[float]
+    p50_ms: list[float | None]
+    p99_ms: list[float | None]
+    max_ms: list[float | None]
     busy: list[int]
 
 
@@ -175,28 +175,25 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
 
 
 def _bins(t: list[float], f: list[str], ms: list[float], busy_t: list[float], duration_s: float) -> Bins:
+    """About 60 bins over the run; an empty bin's latencies are ``None`` (JSON null)."""
     width = max(0.25, round(duration_s / 60, 2))
     n = max(1, int(np.ceil(duration_s / width)))
-    ta = np.asarray(t)
-    idx = np.floor(ta / width).astype(int) if ta.size else np.zeros(0, dtype=int)
+    idx = np.floor(np.asarray(t, dtype=float) / width).astype(int)
     keep = (idx >= 0) & (idx < n)
-    idx, fa, la = idx[keep], np.asarray(f)[keep] if ta.size else np.asarray([]), np.asarray(ms)[keep] if ta.size else np.asarray([])
-    counts = {name: np.bincount(idx[fa == name], minlength=n).tolist() for name in sorted(set(fa.tolist()))}
-    p50, p99, top = [], [], []
+    idx, names, lat = idx[keep], np.asarray(f, dtype=str)[keep], np.asarray(ms, dtype=float)[keep]
+    counts = {name: np.bincount(idx[names == name], minlength=n).tolist() for name in sorted(set(names.tolist()))}
     order = np.argsort(idx, kind="stable")
-    bounds = np.searchsorted(idx[order], np.arange(n + 1))
+    edges = np.searchsorted(idx[order], np.arange(n + 1))
+    p50: list[float | None] = []
+    p99: list[float | None] = []
+    top: list[float | None] = []
     for b in range(n):
-        chunk = la[order[bounds[b]:bounds[b + 1]]]
-        if chunk.size:
-            q50, q99 = np.percentile(chunk, (50, 99))
-            p50.append(float(q50))
-            p99.append(float(q99))
-            top.append(float(chunk.max()))
-        else:
-            p50.append(float("nan"))
-            p99.append(float("nan"))
-            top.append(float("nan"))
-    bt = np.floor(np.asarray(busy_t) / width).astype(int) if busy_t else np.zeros(0, dtype=int)
+        chunk = lat[order[edges[b]:edges[b + 1]]]
+        q50, q99, q100 = (float(x) for x in np.percentile(chunk, (50, 99, 100))) if chunk.size else (None,) * 3
+        p50.append(q50)
+        p99.append(q99)
+        top.append(q100)
+    bt = np.floor(np.asarray(busy_t, dtype=float) / width).astype(int)
     busy = np.bincount(bt[(bt >= 0) & (bt < n)], minlength=n).tolist()
     return Bins(width, [i * width for i in range(n)], counts, p50, p99, top, busy)
 
