@@ -381,3 +381,27 @@ async def test_a_call_waiting_for_the_write_lock_leaves_the_event_loop_free(db: 
             blocker.execute("ROLLBACK")
             blocker.close()
         assert outcome["claim"].structured_content["ok"] is True
+
+
+async def test_concurrent_calls_behind_a_held_lock_each_wait_a_bounded_time(db: Path, identity: Identity) -> None:
+    # One process serving many calls (HTTP): each waits at most about two busy timeouts (its
+    # turn on the connection, then SQLite's lock), not its place in the queue times one.
+    server = build_server(db, identity=identity, busy_timeout_s=0.5)
+    async with Client(server) as c:
+        a = await join(c)
+        blocker = sqlite3.connect(db, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        texts: list[str] = []
+
+        async def claim(i: int) -> None:
+            texts.append(await fail(c, "lease_claim", {"session_id": a, "path": f"f{i}"}, "store_busy"))
+
+        start = time.monotonic()
+        try:
+            async with anyio.create_task_group() as tg:
+                for i in range(6):
+                    tg.start_soon(claim, i)
+        finally:
+            blocker.close()
+        assert len(texts) == 6
+        assert time.monotonic() - start < 2.0  # unbounded, the sixth would wait 6 x 0.5 s

@@ -121,11 +121,23 @@ class Database:
     # -- transactions -------------------------------------------------------------------
 
     @contextlib.contextmanager
+    def _turn(self) -> Iterator[None]:
+        """This process's turn on the connection, waited for no longer than SQLite's own busy
+        wait. Unbounded, the n-th of n threads queued behind a writer that waits out the busy
+        timeout would wait n times as long (a shared HTTP server runs many such threads)."""
+        if not self._lock.acquire(timeout=self.busy_timeout_s):
+            raise StoreBusy(f"{self.path} is busy in this process; nothing was changed, try again")
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextlib.contextmanager
     def write(self) -> Iterator[Tx]:
         """One write transaction: BEGIN IMMEDIATE (the write lock is taken before any read,
         so a check-then-insert cannot interleave with another writer), COMMIT on success,
         ROLLBACK on any error. Waiting for the lock is bounded; past it, ``StoreBusy``."""
-        with self._lock:
+        with self._turn():
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -148,7 +160,7 @@ class Database:
     def read(self) -> Iterator[Tx]:
         """One read transaction: a consistent snapshot, never blocks writers (WAL). Kept
         short, so checkpoints can reset the WAL."""
-        with self._lock:
+        with self._turn():
             try:
                 self.conn.execute("BEGIN")
                 tx = Tx(self.conn, self.clock.now())
