@@ -289,3 +289,19 @@ def test_reads_are_not_blocked_by_a_held_write_lock(tmp_path: Path) -> None:
         finally:
             other.execute("ROLLBACK")
             other.close()
+
+
+def test_a_read_still_answers_when_recording_last_seen_finds_the_lock_taken(tmp_path: Path) -> None:
+    path = tmp_path / "room.db"
+    clock = Clock(fixed=1_800_000_000.0)
+    with Store.open(path, clock=clock, busy_timeout_s=0.2) as s:
+        a = s.room_join(cwd=str(tmp_path), pid=None).session_id
+        b = s.room_join(cwd=str(tmp_path), pid=None).session_id
+        s.msg_send(a, b)
+        clock.shift(120)  # b's last_seen is stale: this read would also record it
+        other = _hold_write_lock(path)
+        try:
+            assert s.msg_unread(b) == 1
+        finally:
+            other.execute("ROLLBACK")
+            other.close()

@@ -7,6 +7,7 @@ the backend (:mod:`.sqlite`); the rules themselves live in one module per concep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import dataclass
@@ -123,7 +124,9 @@ class Store:
 
     def _touch_if_stale(self, session: Session, now: float) -> None:
         if now - session.last_seen >= TOUCH_INTERVAL_S:
-            with self.db.write() as tx:
+            # Best effort: the read has its answer already; a writer holding the lock past
+            # the bounded wait must not turn that answer into store_busy.
+            with contextlib.suppress(StoreBusy), self.db.write() as tx:
                 tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
 
     def _readable_path(self, value: Any, cwd: str) -> str:
