@@ -14,6 +14,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
@@ -252,12 +253,30 @@ def _create_private(path: Path) -> None:
         raise StoreError(f"{path} is not a regular file; refusing to use it as a store")
 
 
+def _enter_wal(db: Database) -> str:
+    """``PRAGMA journal_mode=WAL``, retried until the busy timeout. Switching a new file to
+    WAL needs an exclusive lock that SQLite does not wait for with its busy handler (a
+    connection holding a shared lock gets SQLITE_BUSY at once, to avoid deadlock), so
+    several processes opening a new store together would otherwise fail at once."""
+    deadline = time.monotonic() + db.busy_timeout_s
+    pause = 0.001
+    while True:
+        try:
+            return db.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorname", "").startswith("SQLITE_BUSY")
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+
 def _configure(db: Database, verify: bool = True) -> None:
     conn = db.conn
     try:
         # Reading the header first: a file that is not a database fails here, read-only.
         conn.execute("PRAGMA schema_version").fetchone()
-        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        mode = _enter_wal(db)
         if str(mode).lower() != "wal":
             raise StoreError(
                 f"{db.path}: WAL mode did not take (journal_mode is {mode!r}); the store needs "
