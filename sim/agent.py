@@ -303,4 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is written and closed: skip the interpreter's teardown, which takes seconds
+    # per process once the MCP SDK is loaded, and is pure waiting for the runner.
+    os._exit(code)

@@ -150,6 +150,7 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
     sessions = sorted({iv[2] for ivs in intervals.values() for iv in ivs})
     cmap = plt.get_cmap("tab20")
     color = {sid: cmap(i % 20) for i, sid in enumerate(sessions)}
+    lane = {sid: i % 2 for i, sid in enumerate(sessions)}  # shared holders alternate halves of the row
     window = min(window_s, duration_s)
     fig, ax = plt.subplots(figsize=(10, 0.8 + 0.75 * len(paths)))
     for row, path in enumerate(paths):
@@ -158,7 +159,7 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
             if s1 < 0 or s0 > window:
                 continue
             h = 0.8 if mode == "exclusive" else 0.38
-            y = row - 0.4 if mode == "exclusive" else row - 0.4 + (0.42 if hash(sid) % 2 else 0)
+            y = row - 0.4 if mode == "exclusive" else row - 0.4 + 0.42 * lane[sid]
             ax.broken_barh([(s0, s1 - s0)], (y, h), facecolors=color[sid], edgecolor="white", lw=0.4)
     ax.set_yticks(range(len(paths)))
     ax.set_yticklabels([f"{Path(p).parent.parent.name}/{Path(p).parent.name}/{Path(p).name}\n{g:,} grants"
