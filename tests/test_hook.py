@@ -35,7 +35,7 @@ def live(db: Path):
 def hook(payload: dict | str | None, *args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
     text = payload if isinstance(payload, str) else json.dumps(payload or {})
     return subprocess.run(
-        [AGENTS_ROOM, "hook", *args], input=text, capture_output=True, text=True, timeout=timeout,
+        [AGENTS_ROOM, "hook", *args], check=False, input=text, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
     )
 
@@ -88,7 +88,7 @@ def test_context_events_announce_once(live: Store, repo: Path, name: str, autono
 
 
 def test_nothing_when_empty_or_unknown(live: Store, repo: Path, db: Path) -> None:
-    me, key = join(live, repo, "alice")
+    _me, key = join(live, repo, "alice")
     for payload in (event(key, "PostToolUse"), event(str(uuid.uuid4()), "PostToolUse"), {}):
         proc = hook(payload)
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
@@ -191,9 +191,9 @@ def test_a_broken_store_never_fails_the_harness(tmp_path: Path) -> None:
 
 
 def test_the_quiet_path_imports_neither_mcp_nor_the_store(live: Store, repo: Path) -> None:
-    me, key = join(live, repo, "alice")
+    _me, key = join(live, repo, "alice")
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", AGENTS_ROOM, "hook"], input=json.dumps(event(key, "PostToolUse")),
+        [sys.executable, "-X", "importtime", AGENTS_ROOM, "hook"], check=False, input=json.dumps(event(key, "PostToolUse")),
         capture_output=True, text=True, timeout=30,
     )
     assert proc.returncode == 0 and proc.stdout == ""
@@ -255,7 +255,7 @@ def test_wait_exits_2_when_another_process_sends(live: Store, repo: Path, db: Pa
 
 @pytest.mark.slow
 def test_wait_exits_0_at_its_timeout(live: Store, repo: Path, tmp_path: Path) -> None:
-    me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    _me, key = join(live, repo, "alice", "wake", lever="stop-hook")
     started = time.monotonic()
     waiter = start_waiter(key, "--timeout", "1", tmp=tmp_path)
     out, err = waiter.communicate(timeout=20)
@@ -270,7 +270,7 @@ def test_wait_does_not_wake_a_session_below_wake(live: Store, repo: Path, db: Pa
     waiter = start_waiter(key, "--timeout", "2", tmp=db.parent)
     wait_for_marker(db, me, waiter.pid)
     send_from_another_process(db, bob, me, "not urgent")
-    out, err = waiter.communicate(timeout=20)
+    _out, err = waiter.communicate(timeout=20)
     assert (waiter.returncode, err) == (0, "")
     assert states(live, bob, me) == ["stored"]
 
@@ -286,3 +286,18 @@ def test_a_newer_waiter_replaces_the_older(live: Store, repo: Path, db: Path) ->
     second.communicate(timeout=20)
     assert second.returncode == 0
     assert not (db.parent / "waiters" / me).exists()
+
+
+def test_cursor_stop_hook_answers_followup_message(live: Store, repo: Path) -> None:
+    me, key = join(live, repo, "alice", "notify")
+    bob, _ = join(live, repo, "bob")
+    payload = {"conversation_id": "c1", "hook_event_name": "stop", "status": "completed", "loop_count": 0}
+    env = {"AGENTS_ROOM_HARNESS_KEY": key}
+    quiet = hook(payload, "--format", "cursor", env=env)
+    assert (quiet.returncode, json.loads(quiet.stdout)) == (0, {})
+    live.msg_send(bob, me, subject="review my PR")
+    again = hook({**payload, "loop_count": 1}, "--format", "cursor", env=env)
+    assert json.loads(again.stdout) == {}  # a continuation we caused is never continued again
+    proc = hook(payload, "--format", "cursor", env=env)
+    assert "review my PR" in json.loads(proc.stdout)["followup_message"]
+    assert json.loads(hook(payload, "--format", "cursor", env=env).stdout) == {}

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, hook
+from . import __version__, hook, install
 
 if TYPE_CHECKING:
     from .store import Store
@@ -207,7 +207,7 @@ def add_doctor(subparsers: Subparsers) -> None:
 
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
-COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, add_doctor, hook.add_parser]
+COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, add_doctor, hook.add_parser, install.add_parser]
 
 
 def parser() -> argparse.ArgumentParser:

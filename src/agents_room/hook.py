@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 # Events whose hookSpecificOutput.additionalContext Claude Code adds to the turn.
 CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart"})
-STOP_EVENTS = frozenset({"Stop", "SubagentStop"})
+STOP_EVENTS = frozenset({"Stop", "SubagentStop", "stop"})  # "stop": Cursor
 # The hook's own wait for the store's write lock: a hook must not stall the harness.
 BUSY_TIMEOUT_S = 2.0
 WAIT_TIMEOUT_S = 3000.0
@@ -57,6 +57,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     p.add_argument("--event", help="the hook event (default: hook_event_name from stdin)")
+    p.add_argument("--format", choices=["claude", "cursor"], default="claude",
+                   help="the harness's hook output (cursor: a stop hook answering followup_message)")
     p.add_argument("--wait", action="store_true", help="wait for mail to a session at wake, then exit 2 (asyncRewake)")
     p.add_argument("--timeout", type=float, default=WAIT_TIMEOUT_S, help="--wait: give up after this many seconds")
     p.add_argument("--poll", type=float, default=WAIT_POLL_S, help="--wait: seconds between looks at the store")
@@ -79,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
         if args.wait:
             return wait(data, path, timeout=args.timeout, poll=args.poll)
         out = respond(data, path, args.event)
+        if args.format == "cursor":
+            out = for_cursor(out)
     except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)
         print(f"agents-room hook: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 0
@@ -95,7 +99,7 @@ def _read_input(stream: Any) -> dict[str, Any]:
         return {}
     data = json.loads(text)
     if not isinstance(data, dict):
-        raise ValueError("hook input is not a JSON object")
+        raise TypeError("hook input is not a JSON object")
     return data
 
 
@@ -206,7 +210,10 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
         if session is None:
             return None
         if event in STOP_EVENTS:
-            blocks = session.autonomy != "hold" and data.get("stop_hook_active") is not True
+            # stop_hook_active (Claude Code) and loop_count (Cursor) say this Stop ends a
+            # continuation we caused: never block it again, so the agent cannot loop.
+            repeat = data.get("stop_hook_active") is True or (data.get("loop_count") or 0) != 0
+            blocks = session.autonomy != "hold" and not repeat
             news = store.hook_event(session.id, announce=blocks)
             if not news:
                 return None
@@ -215,6 +222,14 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
         if not news:
             return None
         return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": describe(news, session.id)}}
+
+
+def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:
+    """Cursor's stop hook answers with ``followup_message`` (sent as the next user message),
+    and always with a JSON object."""
+    if out and out.get("decision") == "block":
+        return {"followup_message": out["reason"]}
+    return {}
 
 
 # -- the Stop-hook wake lever -------------------------------------------------------------------------

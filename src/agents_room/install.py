@@ -1,0 +1,93 @@
+"""``agents-room install claude-code|codex|cursor``: write the harness's MCP server entry and
+hooks, merged into what is there (the rules: :mod:`agents_room.harness_config`). It prints
+what it changed, "unchanged" for files it left alone, and with ``--dry-run`` the diff only.
+
+Only the parser is built at import: ``agents-room hook`` runs on every harness event and
+builds the same command line, so this module imports nothing it does not need for that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .harness_config import Change
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "install", help="write a harness's MCP server entry and hooks (claude-code, codex, cursor)",
+        description="Write or merge the agents-room MCP server entry and hooks into a harness's configuration. "
+        "Other entries are kept; running it twice changes nothing. Claude Code: .mcp.json and "
+        ".claude/settings.json (project), or ~/.claude.json and ~/.claude/settings.json (user). Codex: "
+        "~/.codex/config.toml. Cursor: .cursor/mcp.json and .cursor/hooks.json (or under ~/.cursor).",
+    )
+    p.add_argument("harness", choices=["claude-code", "codex", "cursor"])
+    p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
+    p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
+    p.add_argument("--dir", metavar="PATH", help="the project folder (default: the current folder)")
+    p.add_argument("--command", metavar="PATH", help="the agents-room executable to run (default: found on PATH)")
+    p.add_argument("--channel", action="store_true",
+                   help="claude-code: turn on the channel wake lever (start claude with "
+                   "--dangerously-load-development-channels server:room)")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .harness_config import InstallError, plan
+
+    try:
+        changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
+                       Path(os.path.expanduser("~")), executable(args.command), channel=args.channel)
+        report(changes, dry_run=args.dry_run)
+    except InstallError as exc:
+        print(f"agents-room install: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def executable(given: str | None) -> str:
+    """``agents-room`` when that name on PATH is this installation, else the absolute path of
+    this installation's script (a harness may start with another PATH)."""
+    import shutil
+    from pathlib import Path
+
+    if given:
+        return given
+    here = Path(sys.argv[0]).absolute() if Path(sys.argv[0]).name == "agents-room" else None
+    here = here or Path(sys.executable).parent / "agents-room"
+    found = shutil.which("agents-room")
+    if found and here.exists() and Path(found).resolve() == here.resolve():
+        return "agents-room"
+    return str(here)
+
+
+def report(changes: list[Change], *, dry_run: bool) -> None:
+    import difflib
+
+    for c in changes:
+        if not c.changed:
+            print(f"unchanged: {c.path}")
+            continue
+        verb = "would write" if dry_run else ("created" if c.before is None else "updated")
+        print(f"{verb}: {c.path} ({'; '.join(c.notes)})")
+        if dry_run:
+            sys.stdout.writelines(difflib.unified_diff(
+                (c.before or "").splitlines(keepends=True), c.after.splitlines(keepends=True),
+                fromfile=str(c.path) if c.before is not None else "/dev/null", tofile=str(c.path),
+            ))
+        else:
+            c.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
+            tmp.write_text(c.after)
+            if c.path.exists():
+                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
+            os.replace(tmp, c.path)  # atomic: the harness never reads half a file
+    if all(not c.changed for c in changes):
+        print("nothing to change")

@@ -1,0 +1,235 @@
+"""``agents-room install``: idempotent, merges into existing files, never clobbers, dry-run
+writes nothing, HOME isolated. Real subprocesses of the installed command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Store
+
+AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "project"
+    path.mkdir()
+    return path
+
+
+def install(home: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [AGENTS_ROOM, "install", *args, "--command", AGENTS_ROOM], check=False, capture_output=True, text=True, timeout=60,
+        cwd=project, env={**os.environ, "HOME": str(home)},
+    )
+
+
+def snapshot(*roots: Path) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def hook_commands(settings: dict, event: str) -> list[str]:
+    return [h["command"] for g in settings["hooks"][event] for h in g["hooks"]]
+
+
+def test_claude_code_project_install_then_nothing_twice(home: Path, project: Path) -> None:
+    first = install(home, project, "claude-code")
+    assert first.returncode == 0, first.stderr
+    assert f"created: {project / '.mcp.json'}" in first.stdout
+    servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert servers["room"] == {"type": "stdio", "command": AGENTS_ROOM, "args": ["serve"],
+                               "env": {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}}
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
+        assert hook_commands(settings, event) == [f"{AGENTS_ROOM} hook"]
+    [group] = settings["hooks"]["Stop"]
+    plain, waiter = group["hooks"]
+    assert plain["command"] == f"{AGENTS_ROOM} hook"
+    assert waiter["asyncRewake"] is True and "--wait" in waiter["command"]
+    assert waiter["timeout"] > float(waiter["command"].split("--timeout ")[1])  # the hook gives up first
+    assert not any(home.iterdir())
+
+    before = snapshot(project)
+    second = install(home, project, "claude-code")
+    assert second.returncode == 0
+    assert "nothing to change" in second.stdout and second.stdout.count("unchanged:") == 2
+    assert snapshot(project) == before
+
+
+def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path) -> None:
+    (project / ".mcp.json").write_text(json.dumps(
+        {"mcpServers": {"github": {"command": "gh-mcp", "args": []}}, "note": "kept"}, indent=4))
+    (project / ".claude").mkdir()
+    theirs = {"type": "command", "command": "ruff format", "timeout": 30}
+    (project / ".claude" / "settings.json").write_text(json.dumps({
+        "permissions": {"allow": ["Bash(git status)"]},
+        "hooks": {
+            "PostToolUse": [{"matcher": "Edit|Write", "hooks": [theirs]}],
+            # an old install from another path, sharing a group with someone else's hook
+            "Stop": [{"matcher": "*", "hooks": [{"type": "command", "command": "/old/venv/bin/agents-room hook"},
+                                                {"type": "command", "command": "notify-send done"}]}],
+        },
+    }))
+    proc = install(home, project, "claude-code")
+    assert proc.returncode == 0, proc.stderr
+    mcp = json.loads((project / ".mcp.json").read_text())
+    assert mcp["note"] == "kept" and mcp["mcpServers"]["github"] == {"command": "gh-mcp", "args": []}
+    assert mcp["mcpServers"]["room"]["command"] == AGENTS_ROOM
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert settings["permissions"] == {"allow": ["Bash(git status)"]}
+    assert settings["hooks"]["PostToolUse"][0] == {"matcher": "Edit|Write", "hooks": [theirs]}
+    assert hook_commands(settings, "PostToolUse") == ["ruff format", f"{AGENTS_ROOM} hook"]
+    stop = hook_commands(settings, "Stop")
+    assert "notify-send done" in stop and "/old/venv/bin/agents-room hook" not in stop
+    assert sum(c == f"{AGENTS_ROOM} hook" for c in stop) == 1
+    assert "Stop hook updated" in proc.stdout
+
+    assert install(home, project, "claude-code").stdout.count("unchanged:") == 2
+
+
+def test_dry_run_writes_nothing_and_shows_the_diff(home: Path, project: Path) -> None:
+    (project / ".mcp.json").write_text('{"mcpServers": {"other": {"command": "x"}}}\n')
+    before = snapshot(project, home)
+    proc = install(home, project, "claude-code", "--dry-run")
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(project, home) == before
+    assert f"would write: {project / '.mcp.json'}" in proc.stdout
+    assert '+    "room": {' in proc.stdout and "+++ " in proc.stdout
+
+
+def test_user_scope_writes_under_home_only(home: Path, project: Path) -> None:
+    (home / ".claude.json").write_text(json.dumps({"numStartups": 3, "projects": {"/x": {"allowedTools": []}}}))
+    proc = install(home, project, "claude-code", "--scope", "user", "--channel")
+    assert proc.returncode == 0, proc.stderr
+    assert not any(project.iterdir())
+    state = json.loads((home / ".claude.json").read_text())
+    assert state["numStartups"] == 3 and state["projects"] == {"/x": {"allowedTools": []}}
+    assert state["mcpServers"]["room"]["env"] == {"AGENTS_ROOM_WAKE_LEVER": "stop-hook", "AGENTS_ROOM_CHANNEL": "1"}
+    assert "Stop" in json.loads((home / ".claude" / "settings.json").read_text())["hooks"]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
+def test_a_file_it_cannot_read_is_refused_untouched(home: Path, project: Path, content: str) -> None:
+    (project / ".mcp.json").write_text(content)
+    proc = install(home, project, "claude-code")
+    assert proc.returncode == 1
+    assert str(project / ".mcp.json") in proc.stderr and "left as it is" in proc.stderr
+    assert (project / ".mcp.json").read_text() == content
+    assert not (project / ".claude").exists()  # nothing half-done
+
+
+def test_someone_elses_room_server_is_not_clobbered(home: Path, project: Path) -> None:
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"room": {"command": "chat-room-server"}}}))
+    proc = install(home, project, "claude-code")
+    assert proc.returncode == 1 and "not agents-room" in proc.stderr
+    assert json.loads((project / ".mcp.json").read_text())["mcpServers"]["room"] == {"command": "chat-room-server"}
+
+
+def test_the_installed_hook_command_runs(home: Path, project: Path, tmp_path: Path) -> None:
+    assert install(home, project, "claude-code").returncode == 0
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    [command] = hook_commands(settings, "PostToolUse")
+    db = tmp_path / "store" / "room.db"
+    key = str(uuid.uuid4())
+    with Store.open(db) as s:
+        me = s.room_join(cwd=str(project), pid=None, harness_key=key).session_id
+        other = s.room_join(cwd=str(project), pid=None, label="bob").session_id
+        s.msg_send(other, me, subject="installed and working")
+    proc = subprocess.run(
+        command, check=False, shell=True, input=json.dumps({"session_id": key, "hook_event_name": "PostToolUse"}),
+        capture_output=True, text=True, timeout=30, env={**os.environ, "AGENTS_ROOM_DB": str(db)},
+    )
+    assert "installed and working" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+# -- Codex ------------------------------------------------------------------------------------------
+
+
+CODEX_BEFORE = """\
+# my settings
+model = "o4-mini"
+
+[mcp_servers.other]
+command = "other-server"
+args = ["--x"]
+
+[profiles.fast]
+model = "gpt-5"
+"""
+
+
+def test_codex_appends_its_table_and_keeps_every_byte(home: Path, project: Path) -> None:
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(CODEX_BEFORE)
+    proc = install(home, project, "codex")
+    assert proc.returncode == 0, proc.stderr
+    text = config.read_text()
+    assert text.startswith(CODEX_BEFORE)
+    data = tomllib.loads(text)
+    assert data["mcp_servers"]["room"] == {"command": AGENTS_ROOM, "args": ["serve"], "env_vars": ["AGENTS_ROOM_DB"],
+                                           "startup_timeout_sec": 30}
+    assert data["mcp_servers"]["other"] == {"command": "other-server", "args": ["--x"]}
+    assert data["profiles"] == {"fast": {"model": "gpt-5"}}
+    again = install(home, project, "codex")
+    assert "nothing to change" in again.stdout and config.read_text() == text
+    assert not any(project.iterdir())
+
+
+def test_codex_replaces_an_old_table_of_its_own(home: Path, project: Path) -> None:
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text(
+        '[mcp_servers.room]\ncommand = "/old/agents-room"\nargs = ["serve"]\n\n'
+        '[mcp_servers.room.env]\nX = "1"\n\n[mcp_servers.other]\ncommand = "o"\n'
+    )
+    assert install(home, project, "codex").returncode == 0
+    data = tomllib.loads(config.read_text())
+    assert data["mcp_servers"]["room"]["command"] == AGENTS_ROOM and "env" not in data["mcp_servers"]["room"]
+    assert data["mcp_servers"]["other"] == {"command": "o"}
+
+
+def test_codex_refuses_project_scope_and_bad_toml(home: Path, project: Path) -> None:
+    proc = install(home, project, "codex", "--scope", "project")
+    assert proc.returncode == 1 and "--scope user" in proc.stderr
+    config = home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text("model = \n")
+    proc = install(home, project, "codex")
+    assert proc.returncode == 1 and "not valid TOML" in proc.stderr and config.read_text() == "model = \n"
+
+
+# -- Cursor -----------------------------------------------------------------------------------------
+
+
+def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Path) -> None:
+    (project / ".cursor").mkdir()
+    (project / ".cursor" / "hooks.json").write_text(json.dumps(
+        {"version": 1, "hooks": {"afterFileEdit": [{"command": "prettier"}], "stop": [{"command": "say done"}]}}))
+    proc = install(home, project, "cursor")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((project / ".cursor" / "mcp.json").read_text())["mcpServers"]["room"] == {
+        "command": AGENTS_ROOM, "args": ["serve"]}
+    hooks = json.loads((project / ".cursor" / "hooks.json").read_text())
+    assert hooks["hooks"]["afterFileEdit"] == [{"command": "prettier"}]
+    assert [h["command"] for h in hooks["hooks"]["stop"]] == [
+        "say done", f"{AGENTS_ROOM} hook --format cursor --event stop"]
+    before = snapshot(project)
+    assert "nothing to change" in install(home, project, "cursor").stdout
+    assert snapshot(project) == before
+    assert not any(home.iterdir())
