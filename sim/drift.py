@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from .model import Problem, stamp
-from .operation import Op
+from .operation import Op, normal_path
 from .replay import Replay
 
 
@@ -43,8 +43,7 @@ class StaleWrite:
 
 
 def _edit_path(op: Op) -> str | None:
-    path = (op.result or {}).get("path") or op.path
-    return path if isinstance(path, str) else None
+    return normal_path(op.result) or op.path
 
 
 def check_drift(rep: Replay, ops: list[Op], owner: dict[int, Op], slack: float) -> tuple[int, list[Problem]]:

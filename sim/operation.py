@@ -16,6 +16,7 @@ from .model import Problem, stamp
 Outcome = Literal["ok", "fail", "info"]
 REQUIRED = ("index", "time", "wall", "process", "type", "f")
 TYPES = frozenset({"invoke", "ok", "fail", "info"})
+NUMBERS = frozenset({int, float})
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +26,7 @@ class Op:
     session: str | None
     f: str
     args: dict[str, Any]
+    path: str | None  # the path argument as the store normalises it (see ``normal_path``)
     outcome: Outcome
     result: dict[str, Any] | None  # the ok value
     error: str | None
@@ -33,17 +35,21 @@ class Op:
     index: int  # the invoke's index in its process's file
     completed: bool
 
-    @property
-    def path(self) -> str | None:
-        """The path argument as the store normalises it (absolute paths only: the history
-        does not carry the session's cwd)."""
-        p = self.args.get("path") if isinstance(self.args, dict) else None
-        return os.path.abspath(p) if isinstance(p, str) and os.path.isabs(p) else p
-
     def describe(self) -> str:
         session = self.session or "(no session)"
         done = f"{self.outcome} at {stamp(self.end)}" if self.end is not None else "never completed"
         return f"{self.f} by {self.agent} (process {self.process}, session {session}), invoked {stamp(self.start)}, {done}"
+
+
+def normal_path(args: Any) -> str | None:
+    """``abspath`` of an absolute path argument, as the store stores it. A relative one is
+    kept as given: the history does not carry the session's cwd."""
+    p = args.get("path") if isinstance(args, dict) else None
+    if not isinstance(p, str):
+        return None
+    if p.startswith("/") and ("/." in p or "//" in p or p.endswith("/")):
+        return os.path.normpath(p)
+    return p
 
 
 def validate(record: Any, position: int) -> None:
@@ -65,7 +71,13 @@ def pair(history: list[dict[str, Any]]) -> tuple[list[Op], list[Problem]]:
     """Operations in invoke order, and the problems of the history itself (a process that
     went on after an ``info``, a completion without an invoke, two completions)."""
     for position, r in enumerate(history):
-        validate(r, position)
+        try:  # the fast path; validate() names what is wrong
+            good = r["type"] in TYPES and type(r["wall"]) in NUMBERS and type(r["time"]) in NUMBERS and \
+                "index" in r and "process" in r and "f" in r
+        except (KeyError, TypeError):
+            good = False
+        if not good:
+            validate(r, position)
     records = history
     key = [(r["time"], r["process"], r["index"]) for r in records]
     if any(key[i] > key[i + 1] for i in range(len(key) - 1)):
@@ -110,14 +122,15 @@ def pair(history: list[dict[str, Any]]) -> tuple[list[Op], list[Problem]]:
 def _op(invoke: dict[str, Any], done: dict[str, Any] | None) -> Op:
     session = invoke.get("session") or (done or {}).get("session")
     args = invoke.get("value") or {}
+    path = normal_path(args)
     if done is None:
-        return Op(invoke["process"], str(invoke.get("agent")), session, invoke["f"], args, "info", None, None,
+        return Op(invoke["process"], str(invoke.get("agent")), session, invoke["f"], args, path, "info", None, None,
                   float(invoke["wall"]), None, invoke["index"], False)
     outcome = done["type"]
     result = done.get("value") if outcome == "ok" else None
     if invoke["f"] == "room_join" and isinstance(result, dict) and result.get("session_id"):
         session = result["session_id"]
-    return Op(invoke["process"], str(invoke.get("agent")), session, invoke["f"], args, outcome,
+    return Op(invoke["process"], str(invoke.get("agent")), session, invoke["f"], args, path, outcome,
               result if isinstance(result, dict) else ({} if outcome == "ok" else None), done.get("error"),
               float(invoke["wall"]), float(done["wall"]), invoke["index"], True)
 

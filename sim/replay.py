@@ -54,11 +54,12 @@ class Replay:
     events: int = 0
 
     def pair(self, message_id: int, session: str) -> int:
-        number = self.sessions.get(session)
-        if number is None:
-            number = self.sessions[session] = len(self.names)
+        try:
+            return (message_id << SESSION_BITS) | self.sessions[session]
+        except KeyError:
+            self.sessions[session] = len(self.names)
             self.names.append(session)
-        return (message_id << SESSION_BITS) | number
+            return (message_id << SESSION_BITS) | self.sessions[session]
 
     def unpair(self, pair: int) -> tuple[int, str]:
         return pair >> SESSION_BITS, self.names[pair & ((1 << SESSION_BITS) - 1)]
@@ -116,27 +117,29 @@ def _send(out: Replay, seq: int, at: float, sid: str, payload: dict[str, Any]) -
     if not isinstance(mid, int):
         raise ValueError(f"event seq {seq}: send payload field 'message_id' must be an integer, got {mid!r}")
     out.sends[mid] = Send(seq, at, sid, payload.get("selector"), tuple(recipients))
+    deliveries, pair = out.deliveries, out.pair
     for recipient, initial in recipients.items():
-        key = out.pair(mid, recipient)
-        state, problem = delivery_step(out.deliveries.get(key), initial, None)
-        out.deliveries[key] = state  # type: ignore[assignment]
-        out.checked["delivery-forward"] += 1
+        key = pair(mid, recipient)
+        state, problem = delivery_step(deliveries.get(key), initial, None)
+        deliveries[key] = state  # type: ignore[assignment]
         if problem:
             out.problems.append(_where(problem, seq, at, mid, recipient))
+    out.checked["delivery-forward"] += len(recipients)
 
 
 def _delivery(out: Replay, seq: int, at: float, sid: str, payload: dict[str, Any]) -> None:
     to = payload.get("to")
-    for item in payload.get("items") or ():
-        mid, from_state = item[0], item[1]
-        key = out.pair(mid, sid)
-        state, problem = delivery_step(out.deliveries.get(key), to, from_state)
-        out.deliveries[key] = state  # type: ignore[assignment]
-        out.checked["delivery-forward"] += 1
+    items = payload.get("items") or ()
+    deliveries, pair, read_seq = out.deliveries, out.pair, out.read_seq
+    for mid, from_state in items:
+        key = pair(mid, sid)
+        state, problem = delivery_step(deliveries.get(key), to, from_state)
+        deliveries[key] = state  # type: ignore[assignment]
         if to == "read":
-            out.read_seq[key] = seq
+            read_seq[key] = seq
         if problem:
             out.problems.append(_where(problem, seq, at, mid, sid))
+    out.checked["delivery-forward"] += len(items)
 
 
 def _where(problem: Problem, seq: int, at: float, mid: int, recipient: str) -> Problem:
