@@ -143,6 +143,7 @@ CREATE TABLE reads (
 --   cap           {room, autonomy}
 --   send          {message_id, selector, rooms, recipients: {session: state}}
 --   delivery      {to, items: [[message_id, from_state], ...]}   (session = recipient)
+--   wake          {lever, items: [message_id, ...], retry: true}  (an offered delivery signalled again)
 --   (the lease and read kinds carry their path in the path column, not in the payload)
 --   lease_grant   {mode, token, expires_at, previous_mode}  (previous_mode: re-claim)
 --   lease_renew   {mode, token, expires_at}
