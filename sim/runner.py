@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,11 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
         from .checker import check
     except ImportError as exc:
         return "unknown", {"verdict": "unknown", "violations": [], "reason": f"checker unavailable: {exc}"}
-    result = check(events, records, integrity)
+    try:
+        result = check(events, records, integrity)
+    except Exception as exc:  # noqa: BLE001 (a checker bug must not cost the run's report)
+        traceback.print_exc()
+        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"the checker failed: {exc!r}"}
     return result.verdict, result
 
 

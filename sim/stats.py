@@ -140,7 +140,7 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
         done_t.append((done["time"] - start_ns) / 1e9)
         done_f.append(f)
         done_lat.append(ms)
-        if f in WRITE_OPS and ms > longest[0]:
+        if f in WRITE_OPS and ms > longest[0] and inv["time"] >= start_ns:  # start-up joins aside
             at = (inv["time"] - start_ns) / 1e9
             longest = (ms, f"{f} by {inv['agent']} at {at:+.2f} s ({done['type']}{', ' + done['error'] if done['error'] else ''})")
         if "intended" in inv:
