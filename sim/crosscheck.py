@@ -139,14 +139,25 @@ def _match_identity(out: CrossCheck, op: Op, kind: str, key: Key | None, by_id: 
 
 
 def _match_window(out: CrossCheck, key: Key, ops: list[Op], evs: list[Any], slack: float) -> None:
+    """Each op takes an unclaimed event of its key inside its window. A recv prefers the
+    event that moved exactly the messages it returned: an info recv landing late inside
+    this op's window must not take its place."""
     i = 0
     for op in sorted(ops, key=lambda o: o.start):
         lo, hi = op.start - slack, (op.end or op.start) + slack
         while i < len(evs) and (evs[i].at < lo or evs[i].seq in out.owner):
             i += 1
-        if i < len(evs) and evs[i].at <= hi:
-            out.owner[evs[i].seq] = op
-            i += 1
+        wanted = set((op.result or {}).get("message_ids") or ()) if key[0] == "read" else None
+        pick, j = None, i
+        while j < len(evs) and evs[j].at <= hi:
+            if evs[j].seq not in out.owner:
+                pick = j if pick is None else pick
+                if wanted is None or {item[0] for item in evs[j].payload.get("items") or ()} == wanted:
+                    pick = j
+                    break
+            j += 1
+        if pick is not None:
+            out.owner[evs[pick].seq] = op
         elif key[0] in MUST:
             out.problems.append(Problem("history-events", f"{op.describe()} has no {key[0]} event in its window",
                                         {"wall": op.end, "session": op.session, "path": op.path}))

@@ -286,6 +286,20 @@ def test_an_undrained_recipient_makes_the_verdict_unknown() -> None:
     assert v.invariants["delivery-exactly-once"].status == "unknown" and v.unknown_because
 
 
+def test_a_late_info_recv_inside_the_next_recvs_window_is_not_a_loss() -> None:
+    r = Run()
+    m1 = r.send(0, "A", T0, {"B": "stored"})
+    m2 = r.send(0, "A", T0 + 0.5, {"B": "stored"})
+    r.op(1, "B", "msg_recv", {"limit": 1}, T0 + 0.6, outcome="info", error="timeout")  # B's process 1 retires
+    r.event(T0 + 1.0005, "B", "delivery", to="read", items=[[m1, "stored"]])  # ... its recv lands late
+    r.recv(4, "B", T0 + 1, [m2])  # B, now process 4, reads m2 in a window that also holds m1's event
+    r.recv(4, "B", T0 + 2, [])
+    v = r.check()
+    assert v.verdict == "valid", v.violations
+    assert (v.deliveries.delivered_once, v.deliveries.read_by_info_recv) == (1, 1)
+    assert v.info["msg_recv"] == {"found": 1, "not_found": 0, "unsettled": 0}
+
+
 def test_a_recipient_that_left_or_died_is_counted_apart() -> None:
     r = Run()
     r.send(0, "A", T0, {"B": "stored", "C": "stored"})
