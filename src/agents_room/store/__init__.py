@@ -331,7 +331,7 @@ class Store:
         deliveries become ``accepted``; with ``announce``, its unannounced mail is returned
         and marked announced. A read-only probe first: nothing new costs no write lock."""
         with self.db.read() as tx:
-            if not wake.has_news(tx, session_id):
+            if not (wake.has_news(tx, session_id) if announce else wake.has_offers(tx, session_id)):
                 return []
         with self.db.write() as tx:
             wake.mark_accepted(tx, session_id)
