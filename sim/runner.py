@@ -81,6 +81,7 @@ class Runner:
         self.on_tick: list[Callable[[Runner, int], None]] = []
         self._samples = None
         self.timings: dict[str, float] = {}
+        self.start_ns = self.end_ns = 0
 
     # agents ------------------------------------------------------------------------------------
 
@@ -115,6 +116,14 @@ class Runner:
         proc = AgentProc(no, name, repo.name, generation, key, popen)
         threading.Thread(target=self._read_lines, args=(proc,), daemon=True).start()
         return proc
+
+    def next_generation(self, no: int) -> int:
+        """The first generation of agent ``no`` with no history file yet: what a replacement
+        process takes (the agent itself moves on to new generations after an ``info``)."""
+        n, g = self.scn.agents, 0
+        while (self.layout.history / f"p{no + n * g}.jsonl").exists():
+            g += 1
+        return g
 
     def _repo_of(self, no: int) -> tuple[Any, list[str], int]:
         first = 0
@@ -161,8 +170,10 @@ class Runner:
             if tick:
                 tick()
 
-    def _tell(self, text: str) -> None:
-        for a in self.agents:
+    def tell(self, text: str, procs: list[AgentProc] | None = None) -> None:
+        """A line to the agents' stdin (all, or ``procs``): ``go <start_ns> <end_ns>`` for a
+        replacement started mid-run uses ``self.start_ns`` and ``self.end_ns``."""
+        for a in self.agents if procs is None else procs:
             if a.popen.poll() is None:
                 try:
                     assert a.popen.stdin is not None
@@ -209,10 +220,10 @@ class Runner:
                 self._wait_for({"ready"}, time.monotonic() + run.startup_timeout_s, "starting",
                                tick=lambda: progress.starting(sum(a.state == "ready" for a in self.agents)))
                 self.timings["startup_s"] = time.monotonic() - t0 - self.timings["setup_s"]
-                start_ns = time.monotonic_ns() + 100_000_000
-                end_ns = start_ns + int(run.duration_s * 1e9)
+                start_ns = self.start_ns = time.monotonic_ns() + 100_000_000
+                end_ns = self.end_ns = start_ns + int(run.duration_s * 1e9)
                 wall_start = time.time() + 0.1
-                self._tell(f"go {start_ns} {end_ns}")
+                self.tell(f"go {start_ns} {end_ns}")
                 progress.phase("running")
                 next_sample = start_ns
                 while (now := time.monotonic_ns()) < end_ns:
@@ -231,7 +242,7 @@ class Runner:
                 self.timings["stop_s"] = time.monotonic() - mark
                 progress.phase("draining inboxes")
                 mark = time.monotonic()
-                self._tell(f"drain {run.drain_timeout_s}")
+                self.tell(f"drain {run.drain_timeout_s}")
                 self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining")
                 self.timings["drain_s"] = time.monotonic() - mark
                 self.sample(progress, time.monotonic_ns(), start_ns)
