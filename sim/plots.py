@@ -122,7 +122,7 @@ def ops_per_agent(s: Stats, out: Path, repo_of: dict[str, str]) -> str:
     f = s.fairness
     agents = list(f.ops_per_agent)
     counts = np.asarray([f.ops_per_agent[a] for a in agents])
-    repos = sorted(set(repo_of.values()))
+    repos = list(dict.fromkeys(repo_of.values()))  # in the scenario's order
     colors = {r: plt.get_cmap("tab10")(i % 10) for i, r in enumerate(repos)}
     fig, ax = plt.subplots(figsize=(10, 3.8))
     ax.bar(agents, counts, color=[colors.get(repo_of.get(a, ""), "grey") for a in agents])
@@ -133,7 +133,9 @@ def ops_per_agent(s: Stats, out: Path, repo_of: dict[str, str]) -> str:
     ax.set_title(f"Operations per agent  (Jain's index {f.jain:.3f}; fewest {f.fewest[0]} {f.fewest[1]:,}, "
                  f"most {f.most[0]} {f.most[1]:,})")
     ax.tick_params(axis="x", rotation=90 if len(agents) > 24 else 0, labelsize=7)
-    ax.legend(handles=handles, loc="lower right", ncols=len(handles), framealpha=0.9, frameon=True)
+    if counts.size:
+        ax.set_ylim(0, counts.max() * 1.2)  # headroom for the legend above the bars
+    ax.legend(handles=handles, loc="upper center", ncols=len(handles))
     ax.grid(axis="x", visible=False)
     return _save(fig, out, "agents.png")
 
