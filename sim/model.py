@@ -81,10 +81,11 @@ def live_holders(state: LeaseState, at: float, *, but: str | None = None) -> lis
     return [h for h in (*state.holders, *state.ghosts) if h.expires_at > at and h.session != but]
 
 
-def lease_step(state: LeaseState, seq: int, at: float, kind: str, session: str, path: str,
-               payload: dict[str, Any]) -> tuple[LeaseState, list[Problem]]:
+def lease_step(state: LeaseState, event: Any) -> tuple[LeaseState, list[Problem]]:
     """Apply one lease event (``lease_grant``, ``lease_renew``, ``lease_release``,
-    ``lease_expire``) to the model of ``path``."""
+    ``lease_expire``; an ``agents_room.store.Event``) to the model of its path."""
+    seq, at, kind, session, path, payload = (event.seq, event.at, event.kind, event.session_id, event.path,
+                                             event.payload)
     problems: list[Problem] = []
     ghosts = tuple(g for g in state.ghosts if g.expires_at > at)
     mine = next((h for h in state.holders if h.session == session), None)

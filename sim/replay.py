@@ -76,7 +76,7 @@ def replay(events: list[Any]) -> Replay:
         last_seq = seq
         out.events += 1
         if kind in LEASE_KINDS:
-            _lease(out, tokens, seq, at, kind, sid, path, payload)
+            _lease(out, tokens, ev)
         elif kind == "send":
             _send(out, seq, at, sid, payload)
         elif kind == "delivery":
@@ -91,10 +91,10 @@ def replay(events: list[Any]) -> Replay:
     return out
 
 
-def _lease(out: Replay, tokens: dict[int, int], seq: int, at: float, kind: str, sid: str, path: str,
-           payload: dict[str, Any]) -> None:
+def _lease(out: Replay, tokens: dict[int, int], ev: Any) -> None:
+    seq, at, kind, sid, path, payload = ev.seq, ev.at, ev.kind, ev.session_id, ev.path, ev.payload
     state = out.leases.get(path) or lease_init()
-    out.leases[path], problems = lease_step(state, seq, at, kind, sid, path, payload)
+    out.leases[path], problems = lease_step(state, ev)
     out.problems.extend(problems)
     if kind in ("lease_grant", "lease_renew"):
         out.checked["lease-token-monotonic"] += 1

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents_room.store import Clock, LeaseNotHeld, Store
+from agents_room.store import Clock, Event, LeaseNotHeld, Store
 from sim.model import (
     INITIAL, TRANSITIONS, UNREAD, LeaseState, delivery_init, delivery_step, lease_init, lease_step, live_holders,
 )
@@ -19,10 +19,14 @@ from sim.replay import replay
 X = "/repo/x.py"
 
 
+def step(state: LeaseState, seq: int, at: float, kind: str, s: str, payload: dict[str, Any]) -> tuple[LeaseState, list[Any]]:
+    return lease_step(state, Event(seq, at, s, kind, X, payload))
+
+
 def grant(state: LeaseState, seq: int, at: float, s: str, token: int, mode: str = "exclusive", ttl: float = 10,
           previous: str | None = None) -> tuple[LeaseState, list[Any]]:
-    return lease_step(state, seq, at, "lease_grant", s, X,
-                      {"mode": mode, "token": token, "expires_at": at + ttl, "previous_mode": previous})
+    return step(state, seq, at, "lease_grant", s,
+                {"mode": mode, "token": token, "expires_at": at + ttl, "previous_mode": previous})
 
 
 def invariants(problems: list[Any]) -> list[str]:
@@ -34,7 +38,7 @@ def invariants(problems: list[Any]) -> list[str]:
 
 def test_grant_release_and_grant_again_is_clean() -> None:
     s, p1 = grant(lease_init(), 1, 0.0, "A", 1)
-    s, p2 = lease_step(s, 2, 1.0, "lease_release", "A", X, {"mode": "exclusive", "token": 1, "reason": "release"})
+    s, p2 = step(s, 2, 1.0, "lease_release", "A", {"mode": "exclusive", "token": 1, "reason": "release"})
     s, p3 = grant(s, 3, 2.0, "B", 2)
     assert p1 == p2 == p3 == []
     assert [(h.session, h.token) for h in s.holders] == [("B", 2)] and s.last_token == 2
@@ -76,39 +80,39 @@ def test_a_reclaim_must_agree_with_what_the_model_holds() -> None:
 
 def test_tokens_only_go_up_per_path() -> None:
     s, _ = grant(lease_init(), 1, 0.0, "A", 5)
-    s, _ = lease_step(s, 2, 1.0, "lease_release", "A", X, {"mode": "exclusive", "token": 5, "reason": "release"})
+    s, _ = step(s, 2, 1.0, "lease_release", "A", {"mode": "exclusive", "token": 5, "reason": "release"})
     assert invariants(grant(s, 3, 2.0, "B", 5)[1]) == ["lease-token-monotonic"]
-    renew = lease_step(s, 3, 2.0, "lease_renew", "A", X, {"mode": "exclusive", "token": 4, "expires_at": 12.0})[1]
+    renew = step(s, 3, 2.0, "lease_renew", "A", {"mode": "exclusive", "token": 4, "expires_at": 12.0})[1]
     assert sorted(invariants(renew)) == ["lease-release-held", "lease-token-monotonic"]
 
 
 def test_renew_extends_and_renewing_an_unheld_lease_is_a_violation() -> None:
     s, _ = grant(lease_init(), 1, 0.0, "A", 1, ttl=5)
-    s, problems = lease_step(s, 2, 4.0, "lease_renew", "A", X, {"mode": "exclusive", "token": 2, "expires_at": 14.0})
+    s, problems = step(s, 2, 4.0, "lease_renew", "A", {"mode": "exclusive", "token": 2, "expires_at": 14.0})
     assert problems == [] and s.holders[0].expires_at == 14.0 and s.holders[0].token == 2
-    late = lease_step(s, 3, 14.0, "lease_renew", "A", X, {"mode": "exclusive", "token": 3, "expires_at": 24.0})[1]
+    late = step(s, 3, 14.0, "lease_renew", "A", {"mode": "exclusive", "token": 3, "expires_at": 24.0})[1]
     assert invariants(late) == ["lease-release-held"]
 
 
 def test_release_and_expiry_must_name_the_held_token() -> None:
     s, _ = grant(lease_init(), 1, 0.0, "A", 1)
-    wrong = lease_step(s, 2, 1.0, "lease_release", "A", X, {"mode": "exclusive", "token": 9, "reason": "release"})[1]
+    wrong = step(s, 2, 1.0, "lease_release", "A", {"mode": "exclusive", "token": 9, "reason": "release"})[1]
     assert invariants(wrong) == ["lease-release-held"]
-    nobody = lease_step(s, 2, 1.0, "lease_release", "B", X, {"mode": "exclusive", "token": 1, "reason": "release"})[1]
+    nobody = step(s, 2, 1.0, "lease_release", "B", {"mode": "exclusive", "token": 1, "reason": "release"})[1]
     assert invariants(nobody) == ["lease-release-held"]
-    late = lease_step(s, 2, 11.0, "lease_release", "A", X, {"mode": "exclusive", "token": 1, "reason": "release"})[1]
+    late = step(s, 2, 11.0, "lease_release", "A", {"mode": "exclusive", "token": 1, "reason": "release"})[1]
     assert invariants(late) == ["lease-release-held"]  # a release sweeps first: it cannot see an expired lease
-    leave = lease_step(s, 2, 11.0, "lease_release", "A", X, {"mode": "exclusive", "token": 1, "reason": "leave"})[1]
+    leave = step(s, 2, 11.0, "lease_release", "A", {"mode": "exclusive", "token": 1, "reason": "leave"})[1]
     assert leave == []  # leaving releases everything, swept or not
 
 
 def test_a_premature_expiry_leaves_a_ghost_that_still_blocks() -> None:
     s, _ = grant(lease_init(), 1, 0.0, "A", 1, ttl=10)
-    s, problems = lease_step(s, 2, 3.0, "lease_expire", "A", X, {"mode": "exclusive", "token": 1, "expires_at": 10.0})
+    s, problems = step(s, 2, 3.0, "lease_expire", "A", {"mode": "exclusive", "token": 1, "expires_at": 10.0})
     assert invariants(problems) == ["lease-release-held"] and s.holders == () and len(s.ghosts) == 1
     assert invariants(grant(s, 3, 4.0, "B", 2)[1]) == ["lease-exclusive"]
     assert grant(s, 3, 10.0, "B", 2)[1] == []  # the ghost is gone once its time is up
-    on_time = lease_step(grant(lease_init(), 1, 0.0, "A", 1, ttl=10)[0], 2, 10.0, "lease_expire", "A", X,
+    on_time = step(grant(lease_init(), 1, 0.0, "A", 1, ttl=10)[0], 2, 10.0, "lease_expire", "A",
                          {"mode": "exclusive", "token": 1, "expires_at": 10.0})
     assert on_time[1] == [] and on_time[0].ghosts == ()
 
