@@ -75,11 +75,14 @@ def throughput_over_time(s: Stats, out: Path, faults: list[dict[str, Any]], star
     names = sorted(b.counts, key=lambda n: -sum(b.counts[n]))
     colors = _colors(names)
     fig, (ax, busy) = plt.subplots(2, 1, figsize=(10, 5.2), sharex=True, gridspec_kw={"height_ratios": [4, 1]})
-    rates = [np.asarray(b.counts[n]) / b.width_s for n in names]
-    ax.stackplot(x, rates, labels=names, colors=[colors[n] for n in names], alpha=0.9, lw=0)
+    if names:
+        rates = [np.asarray(b.counts[n]) / b.width_s for n in names]
+        ax.stackplot(x, rates, labels=names, colors=[colors[n] for n in names], alpha=0.9, lw=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no operations completed", transform=ax.transAxes, ha="center", color="grey")
     ax.set_ylabel("operations / s")
     ax.set_title("Throughput over time by operation (stacked)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     busy.bar(x, np.asarray(b.busy) / b.width_s, width=b.width_s * 0.9, color="tab:red", alpha=0.7)
     busy.set_ylim(bottom=0, top=max(1.0, max(b.busy, default=0) / b.width_s * 1.15))
     if not any(b.busy):
@@ -114,7 +117,8 @@ def percentiles(s: Stats, out: Path) -> str:
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency (ms, log)")
     ax.set_title("Latency percentile distribution")
-    ax.legend(loc="upper left", ncols=2)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", ncols=2)
     return _save(fig, out, "percentiles.png")
 
 

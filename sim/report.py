@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,15 @@ def cost(outcome: Any, figures: Stats, driver: str) -> dict[str, Any]:
     }
 
 
+def _plot(draw: Any) -> str | None:
+    """One plot; a plotting failure costs that picture, never the report."""
+    try:
+        return draw()
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return None
+
+
 def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
           events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
           history_len: int) -> dict[str, Any]:
@@ -61,14 +71,14 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
     faults = [r for r in samples if r.get("kind") == "fault"]
     wal_max = max((r.get("wal_bytes", 0) for r in samples if r.get("kind") == "sample"), default=0)
     repo_of = {a.name: a.repo for a in outcome.agents}
-    pngs = [
-        plots.latency_over_time(figures, out, faults, outcome.start_ns),
-        plots.throughput_over_time(figures, out, faults, outcome.start_ns),
-        plots.percentiles(figures, out),
-        plots.ops_per_agent(figures, out, repo_of),
-        plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s),
-        plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
-    ]
+    pngs = [_plot(draw) for draw in (
+        lambda: plots.latency_over_time(figures, out, faults, outcome.start_ns),
+        lambda: plots.throughput_over_time(figures, out, faults, outcome.start_ns),
+        lambda: plots.percentiles(figures, out),
+        lambda: plots.ops_per_agent(figures, out, repo_of),
+        lambda: plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s),
+        lambda: plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
+    )]
     data = {
         "verdict": verdict,
         "name": scenario.name,
@@ -163,16 +173,15 @@ def markdown(d: dict[str, Any]) -> str:
               f"Jain's index over operations per agent: **{fair['jain']:.3f}** (1 = perfectly even). "
               f"Fewest: {fair['fewest'][0]} with {fair['fewest'][1]:,}; most: {fair['most'][0]} with {fair['most'][1]:,}. "
               f"Longest wait for a write: **{_ms(fair['longest_wait_ms'])} ms** ({fair['longest_wait']}).", "",
-              "![operations per agent](agents.png)", ""]
+              *_img(d, "agents.png", "operations per agent")]
     lines += ["## Store", "",
               f"WAL: largest {d['wal']['max_bytes'] / 2**20:.1f} MiB during the run, {d['wal']['final_bytes'] / 2**20:.1f} MiB "
               f"at the end. {run['events']:,} events; {run['history_records']:,} history records; "
-              f"{run['drain_ops']:,} reads in the final drain.", "", "![WAL size](wal.png)", ""]
+              f"{run['drain_ops']:,} reads in the final drain.", "", *_img(d, "wal.png", "WAL size")]
     lines += ["## What the harness costs", "", _cost_words(c), ""]
-    lines += ["## Plots", "", "![latency over time](latency.png)", "", "![throughput over time](throughput.png)", "",
-              "![percentiles](percentiles.png)", ""]
-    if "leases.png" in d["plots"]:
-        lines += ["![lease timeline](leases.png)", ""]
+    lines += ["## Plots", "", *_img(d, "latency.png", "latency over time"),
+              *_img(d, "throughput.png", "throughput over time"), *_img(d, "percentiles.png", "percentiles"),
+              *_img(d, "leases.png", "lease timeline")]
     if d["faults"]:
         lines += [f"Fault windows are shaded in red ({len(d['faults'])} faults).", ""]
     if d.get("timings"):
@@ -181,6 +190,10 @@ def markdown(d: dict[str, Any]) -> str:
         lines.append("")
     lines += ["The scenario as run is `scenario.toml`; every figure above is in `report.json`."]
     return "\n".join(lines) + "\n"
+
+
+def _img(d: dict[str, Any], name: str, alt: str) -> list[str]:
+    return [f"![{alt}]({name})", ""] if name in d["plots"] else []
 
 
 def _checks(inv: dict[str, Any]) -> list[str]:
@@ -251,7 +264,7 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
         console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(str(v['message']))}")
     if d["verdict"] == "unknown":
         inv = d["invariants"]
-        for why in [inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]:
+        for why in dict.fromkeys([inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]):
             if why:
                 console.print(f"[yellow]unknown[/]: {escape(str(why))}")
     color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]

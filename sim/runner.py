@@ -72,7 +72,7 @@ class Outcome:
 class Runner:
     def __init__(self, scenario: Scenario, out: Path, *, live: bool = True) -> None:
         self.scn = scenario
-        self.layout = Layout(out)
+        self.layout = Layout(Path(out).absolute())  # agents run elsewhere: every path they get is absolute
         self.live = live
         self.agents: list[AgentProc] = []
         self.lines: queue.Queue[tuple[AgentProc, str]] = queue.Queue()
@@ -315,7 +315,7 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
         verdict, check = "unknown", {"verdict": "unknown", "violations": [], "reason": f"run aborted: {aborted}"}
         start_ns = min((r["time"] for r in records), default=0)
         end_ns = max((r["time"] for r in records), default=start_ns + 1)
-        outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [f"aborted: {aborted}"])
+        outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [], runner.timings)
     else:
         mark = time.monotonic()
         verdict, check = _check(events, records, integrity)

@@ -245,8 +245,10 @@ def expectations(expect: Any, s: Stats) -> list[Expectation]:
     out = []
     for f, bound in expect.p99_ms:
         row = s.row(f)
-        actual = row.p99_ms if row else 0.0
-        out.append(Expectation(f"p99 {f}", f"<= {bound:g} ms", f"{actual:.2f} ms", row is not None and actual <= bound))
+        if row is None or not row.count:
+            out.append(Expectation(f"p99 {f}", f"<= {bound:g} ms", "no operations", False))
+            continue
+        out.append(Expectation(f"p99 {f}", f"<= {bound:g} ms", f"{row.p99_ms:.2f} ms", row.p99_ms <= bound))
     if expect.min_ops_per_s is not None:
         out.append(Expectation("throughput", f">= {expect.min_ops_per_s:g} ops/s", f"{s.per_s:,.0f} ops/s",
                                s.per_s >= expect.min_ops_per_s))

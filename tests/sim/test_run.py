@@ -94,8 +94,8 @@ def test_smoke_mcp(tmp_path: Path) -> None:
 def test_a_missed_bound_exits_1_with_a_valid_verdict(tmp_path: Path) -> None:
     scenario = tmp_path / "greedy.toml"
     scenario.write_text(SMOKE.read_text().replace("min_ops_per_s = 20", "min_ops_per_s = 1e9"))
-    out = tmp_path / "run"
-    result = sim_run(str(scenario), "--out", str(out), "--duration", "1", "--agents", "1", cwd=tmp_path)
+    out = tmp_path / "run"  # given relative to the working directory: agents still find everything
+    result = sim_run(str(scenario), "--out", "run", "--duration", "1", "--agents", "1", cwd=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "valid" and report["expect_met"] is False
