@@ -166,42 +166,54 @@ def test_reopening_keeps_the_data(tmp_path: Path) -> None:
 _OPENER = """
 import os, sys, time
 from agents_room.store import Store
-path, go = sys.argv[1], sys.argv[2]
-print("ready", flush=True)
-while not os.path.exists(go):
-    time.sleep(0.001)
-try:
-    with Store.open(path, busy_timeout_s=10) as s:
-        sid = s.room_join(cwd=os.path.dirname(path), pid=None, label=f"p{os.getpid()}").session_id
-        print("ok", s.health()["schema_version"], sid, flush=True)
-except Exception as exc:
-    print("error", type(exc).__name__, exc, flush=True)
-    sys.exit(1)
+failed = False
+for path in sys.argv[1:]:
+    go = os.path.join(os.path.dirname(path), "go")
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.001)
+    try:
+        with Store.open(path, busy_timeout_s=10) as s:
+            sid = s.room_join(cwd=os.path.dirname(path), pid=None).session_id
+            print("ok", s.health()["schema_version"], sid, flush=True)
+    except Exception as exc:
+        print("error", type(exc).__name__, exc, flush=True)
+        failed = True
+sys.exit(1 if failed else 0)
 """
 
 
-def _open_concurrently(path: Path, n: int) -> list[str]:
-    go = path.parent / "go"
+def _open_concurrently(paths: list[Path], n: int) -> list[str]:
+    """``n`` processes open each of ``paths`` in turn, all at once (a round per path; the
+    interpreters start once). Returns every process's result lines."""
     procs = [
-        subprocess.Popen([sys.executable, "-c", _OPENER, str(path), str(go)], stdout=subprocess.PIPE,
+        subprocess.Popen([sys.executable, "-c", _OPENER, *map(str, paths)], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
         for _ in range(n)
     ]
-    for p in procs:
-        assert p.stdout is not None
-        assert p.stdout.readline().strip() == "ready"
-    go.touch()
-    results = [(p.communicate(timeout=60), p.returncode) for p in procs]
-    for (out, errs), code in results:
-        assert code == 0, (out, errs)
-    return [out.strip() for (out, _), _ in results]
+    lines: list[str] = []
+    try:
+        for path in paths:
+            for p in procs:
+                assert p.stdout is not None
+                while (line := p.stdout.readline().strip()) != "ready":
+                    assert line, p.stderr.read() if p.stderr else ""
+                    lines.append(line)
+            (path.parent / "go").touch()
+        for p in procs:
+            out, _ = p.communicate(timeout=60)
+            lines += [ln.strip() for ln in out.splitlines() if ln.strip()]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
+    return lines
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("start", ["absent", "empty file", "version 0 database"])
-def test_several_processes_migrating_one_old_file_at_once_all_succeed(tmp_path: Path, start: str) -> None:
-    path = tmp_path / "store" / "room.db"
-    path.parent.mkdir(mode=0o700)
+def _prepare(folder: Path, start: str) -> Path:
+    folder.mkdir(mode=0o700)
+    path = folder / "room.db"
     if start == "empty file":
         path.touch(mode=0o600)
     elif start == "version 0 database":
@@ -210,15 +222,25 @@ def test_several_processes_migrating_one_old_file_at_once_all_succeed(tmp_path: 
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("VACUUM")
         conn.close()
-    outs = _open_concurrently(path, 6)
-    assert all(o.startswith(f"ok {SCHEMA_VERSION} ") for o in outs), outs
-    with Store.open(path) as s:
-        assert s.integrity_check() == "ok"
-        assert len(s.room_who()) == 6
-        assert [e.kind for e in s.events()] == ["join"] * 6
-        # Exactly one migration ran: the seeded rows exist once.
-        assert s.db.conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 1
-        assert s.db.conn.execute("SELECT count(*) FROM delivery_transitions").fetchone()[0] == 12
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start", ["absent", "empty file", "version 0 database"])
+def test_several_processes_migrating_one_old_file_at_once_all_succeed(tmp_path: Path, start: str) -> None:
+    n, rounds = 8, 3
+    paths = [_prepare(tmp_path / f"store{r}", start) for r in range(rounds)]
+    lines = _open_concurrently(paths, n)
+    assert [ln for ln in lines if not ln.startswith("ok ")] == []
+    assert len(lines) == n * rounds
+    for path in paths:
+        with Store.open(path) as s:
+            assert s.integrity_check() == "ok"
+            assert s.health()["schema_version"] == SCHEMA_VERSION
+            assert [e.kind for e in s.events()] == ["join"] * n
+            # Exactly one migration ran: the seeded rows exist once.
+            assert s.db.conn.execute("SELECT count(*) FROM counters").fetchone()[0] == 1
+            assert s.db.conn.execute("SELECT count(*) FROM delivery_transitions").fetchone()[0] == 12
 
 
 # -- the bounded wait for the write lock ----------------------------------------------------
@@ -305,3 +327,33 @@ def test_a_read_still_answers_when_recording_last_seen_finds_the_lock_taken(tmp_
         finally:
             other.execute("ROLLBACK")
             other.close()
+
+
+_LOCK_HOLDER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+conn.execute("COMMIT")
+"""
+
+
+@pytest.mark.parametrize("start", ["empty file", "version 0 database in rollback mode"])
+def test_opening_a_new_store_waits_for_another_process_writing_it(tmp_path: Path, start: str) -> None:
+    # Switching to WAL needs an exclusive lock that SQLite's busy handler does not wait for;
+    # another process that is writing the file (e.g. migrating it) must be waited for, not
+    # turned into an error.
+    path = tmp_path / "room.db"
+    if start == "empty file":
+        path.touch(mode=0o600)
+    else:
+        sqlite3.connect(path).execute("VACUUM").connection.close()
+    holder = subprocess.Popen([sys.executable, "-c", _LOCK_HOLDER, str(path), "0.5"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with Store.open(path, busy_timeout_s=5.0) as s:
+            assert s.health()["journal_mode"] == "wal"
+    finally:
+        holder.communicate(timeout=10)
+    assert holder.returncode == 0
