@@ -73,18 +73,22 @@ def windows(ops: list[Op]) -> list[Window]:
                 close(s, p, op.start, "leave sent")
         elif op.f == "lease_release" and path in mine:
             close(s, path, op.start, "release sent")
+        elif not isinstance(r.get("expires_at"), int | float):
+            continue  # a window needs the expiry the store announced
         elif op.f == "lease_claim" and op.outcome == "ok" and r.get("ok") and path is not None:
             mode = r.get("mode") or op.args.get("mode") or "exclusive"
             cur = mine.get(path)
-            if cur is not None and cur.mode == mode and cur.expires_at > op.start:
-                cur.expires_at, cur.token = float(r["expires_at"]), r.get("token")  # the holder's own re-claim
+            # The holder's own re-claim extends its window only if the old lease outlived the
+            # answer: one that ran out meanwhile was granted anew, maybe after someone else's.
+            if cur is not None and cur.mode == mode and cur.expires_at > (op.end or op.start):
+                cur.expires_at, cur.token = float(r["expires_at"]), r.get("token")
                 continue
             if cur is not None:
-                close(s, path, op.start, "mode change")
+                close(s, path, op.start, "mode change" if cur.mode != mode else "re-claim")
             mine[path] = _Open(mode, r.get("token"), op.end or op.start, float(r["expires_at"]), op.agent)
         elif op.f == "lease_renew" and op.outcome == "ok" and path is not None:
             cur = mine.get(path)
-            if cur is not None and cur.expires_at > op.start:
+            if cur is not None and cur.expires_at > op.start:  # a renewal never revives an expired lease
                 cur.expires_at, cur.token = float(r["expires_at"]), r.get("token")
             elif cur is not None:  # renewed after the expiry it knew: held again from the answer
                 close(s, path, op.start, "expiry")

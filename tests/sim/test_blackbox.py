@@ -174,3 +174,13 @@ def test_threads_contending_on_a_real_store_leave_no_overlap(tmp_path: Path, rep
     store.close()
     assert box.overlaps == () and box.exclusive_windows > 10
     assert v.verdict == "valid", v.violations[:3]
+
+
+def test_a_reclaim_answered_after_the_old_expiry_starts_a_new_window() -> None:
+    """A's lease ran out while its re-claim waited for the write lock; B held the path in
+    that gap. A's windows must not span the gap."""
+    h = History().claim(0, "A", T0, ttl=1, token=1)
+    h.claim(1, "B", T0 + 1.1, ttl=1, token=2).release(1, "B", T0 + 1.3)
+    h.claim(0, "A", T0 + 0.9, ttl=5, token=3, end=T0 + 1.4)
+    assert h.overlaps() == []
+    assert blackbox.check(h.records).windows == 3
