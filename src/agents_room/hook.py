@@ -238,7 +238,8 @@ def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:
 def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int:
     """Wait for mail that should wake this session (it is at ``wake``), signal it through the
     store (``stored → offered``), print the facts on stderr, exit 2. Exit 0 at ``timeout``,
-    when there is no session, or when a newer waiter for the same session took over. When
+    at once when there is no session or it is below ``wake``, and when a newer waiter for
+    the same session took over. When
     the session recorded another lever (the channel), only its retries are ours."""
     from agents_room.wake import RETRY_LOOK_S, StopHookLever, deliver
 
@@ -247,8 +248,8 @@ def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int
         return 0
     with _open_store(path) as store:
         session = _find(store, _keys(data), _ancestors())
-        if session is None:
-            return 0
+        if session is None or session.autonomy != "wake":
+            return 0  # only `wake` may start a turn; below it, mail waits for the next one
         lever = StopHookLever(sys.stderr)
         marker = _claim_waiter(store.path, session.id)
         try:
