@@ -1,9 +1,9 @@
-"""Fixtures shared by the store's tests: joining sessions and reading the audit."""
+"""Fixtures shared by the store's tests: joining sessions, the newest event, git repositories."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,16 +19,6 @@ def join(store: Store, repo: Path) -> Callable[..., str]:
         return store.room_join(cwd=str(cwd or repo), pid=pid, **kw).session_id
 
     return _join
-
-
-@pytest.fixture
-def kinds(store: Store) -> Callable[[int], list[str]]:
-    """The kinds of the events appended after ``seq`` (0: all), in seq order."""
-
-    def _kinds(after: int = 0) -> list[str]:
-        return [e.kind for e in store.events(after)]
-
-    return _kinds
 
 
 @pytest.fixture
