@@ -34,7 +34,18 @@ from pathlib import Path
 
 import numpy as np
 
+from agents_room.store.admission import WriteAdmission
+from agents_room.store.errors import StoreBusy
+
 PATHS = [f"src/file_{i}.py" for i in range(8)]
+# mode: (WriteAdmission keyword arguments, or None for none; WAL checkpoint outside the turn)
+MODES: dict[str, tuple[dict | None, bool]] = {
+    "default": (None, False),
+    "admission": ({}, True),
+    "admission-strict": ({"borrow_max": 0, "spin_s": 0.0}, True),  # strict FIFO: no borrowed turns
+    "admission-ckpt-in-turn": ({}, False),  # SQLite's auto-checkpoint, inside the turn
+}
+CHECKPOINT_TURNS = 500  # one PASSIVE checkpoint every this many turns (~1000 WAL pages here)
 LEASE_S = 0.002  # short leases, so the DELETE of expired rows has work to do
 
 
@@ -53,13 +64,13 @@ def _prepare(db: Path) -> None:
 
 def work(mode: str, db: Path, out: Path, seconds: float, timeout_s: float) -> None:
     """One worker: say ready, wait for the start time on stdin, loop, write raw figures."""
+    options, checkpoint_outside = MODES[mode]
     conn = _connect(db)
-    admission = None
-    if mode == "admission":
-        from agents_room.store.admission import WriteAdmission
-        from agents_room.store.errors import StoreBusy
-
-        admission = WriteAdmission(db, timeout_s)
+    admission = None if options is None else WriteAdmission(db, timeout_s, **options)
+    if checkpoint_outside:
+        # SQLite's auto-checkpoint runs inside COMMIT, so inside the turn: the whole queue
+        # would wait for its fsyncs. One writer in CHECKPOINT_TURNS runs it after its turn.
+        conn.execute("PRAGMA wal_autocheckpoint=0")
     me = f"p{os.getpid()}"
     rng = random.Random(os.getpid())
     waits, lats = array("q"), array("q")
@@ -83,7 +94,9 @@ def work(mode: str, db: Path, out: Path, seconds: float, timeout_s: float) -> No
                     conn.execute("BEGIN IMMEDIATE")
                     t1 = clock()
                     _transact(conn, me, path)
-        except (sqlite3.OperationalError, *( (StoreBusy,) if admission else ())):
+                if checkpoint_outside and admission.ticket % CHECKPOINT_TURNS == 0:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except (sqlite3.OperationalError, StoreBusy):
             busy += 1
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
@@ -118,9 +131,11 @@ def _read(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
 
 def run(mode: str, procs: int, seconds: float, timeout_s: float, folder: Path) -> dict:
     """Spawn ``procs`` workers on a fresh database, start them together, gather figures."""
-    db = folder / f"{mode}-{procs}.db"
+    for old in folder.iterdir():
+        old.unlink()
+    db = folder / "bench.db"
     _prepare(db)
-    outs = [folder / f"{mode}-{procs}-{i}.bin" for i in range(procs)]
+    outs = [folder / f"worker-{i}.bin" for i in range(procs)]
     workers = [
         subprocess.Popen(
             [sys.executable, __file__, "--worker", mode, str(db), str(out), str(seconds), str(timeout_s)],
@@ -145,38 +160,47 @@ def run(mode: str, procs: int, seconds: float, timeout_s: float, folder: Path) -
         busy += meta["busy"]
         waits.append(w_ns)
         lats.append(l_ns)
-    counts_a = np.array(counts, dtype=float)
-    lat = np.concatenate(lats) / 1e6
-    wait = np.concatenate(waits) / 1e6
+    return {"counts": counts, "lat_ms": np.concatenate(lats) / 1e6, "wait_ms": np.concatenate(waits) / 1e6,
+            "busy": busy, "seconds": seconds}
+
+
+def summarise(mode: str, procs: int, rounds: list[dict]) -> dict:
+    """One row from the rounds of one setting: throughput and Jain's index averaged over
+    rounds, latencies pooled, extremes over all rounds."""
+    lat = np.concatenate([r["lat_ms"] for r in rounds])
+    counts = [np.array(r["counts"], dtype=float) for r in rounds]
     return {
         "mode": mode,
         "procs": procs,
-        "commits_per_s": counts_a.sum() / seconds,
+        "rounds": len(rounds),
+        "commits_per_s": float(np.mean([c.sum() / r["seconds"] for c, r in zip(counts, rounds)])),
         "p50_ms": float(np.percentile(lat, 50)),
         "p99_ms": float(np.percentile(lat, 99)),
         "p999_ms": float(np.percentile(lat, 99.9)),
-        "max_wait_ms": float(wait.max()),
-        "jain": float(counts_a.sum() ** 2 / (len(counts_a) * (counts_a**2).sum())),
-        "fewest": int(counts_a.min()),
-        "most": int(counts_a.max()),
-        "busy": busy,
+        "max_wait_ms": float(max(r["wait_ms"].max() for r in rounds)),
+        "jain": float(np.mean([c.sum() ** 2 / (len(c) * (c**2).sum()) for c in counts])),
+        "fewest": int(min(c.min() for c in counts)),
+        "most": int(max(c.max() for c in counts)),
+        "busy": sum(r["busy"] for r in rounds),
     }
 
 
 def _print(rows: list[dict]) -> None:
-    head = f"{'mode':<10} {'procs':>5} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} " \
+    head = f"{'mode':<16} {'procs':>5} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} " \
            f"{'max wait ms':>11} {'Jain':>6} {'fewest/most':>15} {'busy':>5}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['mode']:<10} {r['procs']:>5} {r['commits_per_s']:>10,.0f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
+        print(f"{r['mode']:<16} {r['procs']:>5} {r['commits_per_s']:>10,.0f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
               f"{r['p999_ms']:>9.2f} {r['max_wait_ms']:>11.1f} {r['jain']:>6.3f} "
               f"{str(r['fewest']) + '/' + str(r['most']):>15} {r['busy']:>5}")
     by = {(r["mode"], r["procs"]): r for r in rows}
     for procs in sorted({r["procs"] for r in rows}):
-        a, b = by.get(("default", procs)), by.get(("admission", procs))
-        if a and b:
-            print(f"procs={procs}: admission/default throughput = {b['commits_per_s'] / a['commits_per_s']:.2f}")
+        base = by.get(("default", procs))
+        for mode in list(MODES)[1:]:
+            if base and (mode, procs) in by:
+                ratio = by[(mode, procs)]["commits_per_s"] / base["commits_per_s"]
+                print(f"procs={procs}: {mode}/default throughput = {ratio:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -188,17 +212,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--procs", default="1,4,16,64", help="process counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each run")
-    parser.add_argument("--modes", default="default,admission", help="default and/or admission")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="runs per setting, the modes interleaved (evens out a noisy machine)")
+    parser.add_argument("--modes", default="default,admission",
+                        help=f"some of: {', '.join(MODES)} (admission: the module's defaults, checkpoints outside the turn)")
     parser.add_argument("--timeout", type=float, default=5.0, help="admission timeout_s")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    modes = args.modes.split(",")
+    for mode in modes:
+        if mode not in MODES:
+            parser.error(f"--modes: unknown mode {mode!r} (one of {', '.join(MODES)})")
     rows = []
     with tempfile.TemporaryDirectory(prefix="admission-bench-") as tmp:
         for procs in (int(p) for p in args.procs.split(",")):
-            for mode in args.modes.split(","):
-                if mode not in ("default", "admission"):
-                    parser.error(f"--modes: unknown mode {mode!r} (default, admission)")
-                rows.append(run(mode, procs, args.seconds, args.timeout, Path(tmp)))
+            runs: dict[str, list[dict]] = {mode: [] for mode in modes}
+            for _ in range(args.rounds):
+                for mode in modes:
+                    runs[mode].append(run(mode, procs, args.seconds, args.timeout, Path(tmp)))
+            rows.extend(summarise(mode, procs, runs[mode]) for mode in modes)
     _print(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
