@@ -191,3 +191,11 @@ def test_seq_is_strictly_increasing(room: Room) -> None:
 def test_events_can_be_read_after_a_seq_with_a_limit(room: Room) -> None:
     every = room.store.events()
     assert room.store.events(every[0].seq, limit=1) == every[1:2]
+
+
+@pytest.mark.parametrize("sql", ["UPDATE events SET kind = 'x'", "DELETE FROM events"])
+def test_the_audit_refuses_updates_and_deletes(room: Room, sql: str) -> None:
+    before = room.store.events()
+    with pytest.raises(RoomError, match="append-only"), room.store.db.write() as tx:
+        tx.execute(sql)
+    assert room.store.events() == before

@@ -83,6 +83,13 @@ def test_rejoin_by_harness_key_keeps_the_session_id(store: Store, repo: Path) ->
     assert (again.session_id, again.rejoined) == (first.session_id, True)
 
 
+def test_rejoin_without_harness_or_pid_keeps_the_stored_ones(store: Store, repo: Path) -> None:
+    first = store.room_join(cwd=str(repo), pid=4242, harness="codex", harness_key=KEY).session_id
+    store.room_join(cwd=str(repo), pid=None, harness_key=KEY)
+    member = _member(store, first)
+    assert (member.harness, member.pid) == ("codex", 4242)
+
+
 def test_rejoin_matches_the_key_in_any_case(join: Callable[..., str]) -> None:
     assert join(harness_key=KEY) == join(harness_key=KEY.upper())
 

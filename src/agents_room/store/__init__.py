@@ -149,7 +149,7 @@ class Store:
         label = bounds.label(label)
         tags = bounds.tags(tags)
         autonomy = None if autonomy is None else bounds.autonomy(autonomy)
-        harness = bounds.harness(harness) or "unknown"
+        harness = bounds.harness(harness)
         harness_key = bounds.harness_key(harness_key)
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:

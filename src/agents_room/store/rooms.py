@@ -72,7 +72,7 @@ def who(tx: Tx, scan: ProcessScan, room: str | None, session: Session | None) ->
     rows = tx.all(
         f"SELECT {', '.join('s.' + c.strip() for c in COLUMNS.split(','))}, "
         "(SELECT group_concat(room, char(10)) FROM (SELECT room FROM memberships WHERE session_id = s.id ORDER BY room)) "
-        f"FROM sessions s WHERE s.left_at IS NULL AND {where} ORDER BY s.created_at",
+        f"FROM sessions s WHERE s.left_at IS NULL AND {where} ORDER BY s.created_at, s.rowid",
         params,
     )
     members = []

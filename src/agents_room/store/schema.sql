@@ -141,7 +141,7 @@ CREATE TABLE reads (
 --   leave_room    {room}
 --   autonomy      {from, to, reason}                  (rejoin raise, or lowered by a cap)
 --   cap           {room, autonomy}
---   send          {message_id, selector, rooms, recipients: {session: state}}
+--   send          {message_id, selector, subject, rooms, recipients: {session: state}}
 --   delivery      {to, items: [[message_id, from_state], ...]}   (session = recipient)
 --   wake          {lever, items: [message_id, ...], retry: true}  (an offered delivery signalled again)
 --   (the lease and read kinds carry their path in the path column, not in the payload)
@@ -159,3 +159,13 @@ CREATE TABLE events (
     payload    TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX events_path ON events (path, seq) WHERE path IS NOT NULL;
+
+-- Append-only means append-only: the audit is what the checker trusts.
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events_append_only: the audit table is append-only');
+END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+BEGIN
+    SELECT RAISE(ABORT, 'events_append_only: the audit table is append-only');
+END;

@@ -118,7 +118,7 @@ def join(
     repo_room: str,
     cwd: str,
     pid: int | None,
-    harness: str,
+    harness: str | None,
     harness_key: str | None,
     room: str | None,
     extra_rooms: list[str],
@@ -144,13 +144,13 @@ def join(
         sid = secrets.token_hex(8)
         tx.execute(
             f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL)",
-            (sid, harness, harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now),
+            (sid, harness or "unknown", harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now),
         )
         stored_level = None
     else:
         sid = existing.id
         tx.execute(
-            "UPDATE sessions SET cwd = ?, pid = ?, harness = ?, last_seen = ?, "
+            "UPDATE sessions SET cwd = ?, pid = coalesce(?, pid), harness = coalesce(?, harness), last_seen = ?, "
             "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever) "
             "WHERE id = ?",
             (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, sid),
