@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from .scenario import ScenarioError, load
 
@@ -41,11 +40,12 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         scenario = load(args.scenario).with_overrides(
             duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver)
     except ScenarioError as exc:
-        console.print(f"[red]sim: invalid scenario[/]: {escape(str(exc))}")
+        # Plain stderr, never wrapped: the message names a file and a key to fix.
+        print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
     out = args.out or default_out(scenario)
     if out.exists():
-        console.print(f"[red]sim: {escape(str(out))} already exists[/]; pick another --out")
+        print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
     result = run_scenario(scenario, out, live=not args.no_live, console=console)
     return result.exit_code

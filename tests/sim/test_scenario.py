@@ -122,8 +122,8 @@ def test_sim_run_refuses_a_bad_scenario_with_exit_code_2(tmp_path: Path, capsys:
     bad = tmp_path / "bad.toml"
     bad.write_text(GOOD.replace("files = 4", "files = 4\nfilez = 5"))
     assert main(["run", str(bad), "--out", str(tmp_path / "out")]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "invalid scenario" in out and "[repos.0] unknown key 'filez'" in out and str(bad) in out
     assert not (tmp_path / "out").exists()
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
-    assert "cannot read" in capsys.readouterr().out
+    assert "cannot read" in capsys.readouterr().err
