@@ -10,6 +10,7 @@ definitely did not happen) or ``info`` (it may have).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -93,6 +94,30 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
 # -- direct --------------------------------------------------------------------------------------
 
 
+# ``module:callable``: the store implementation the direct driver opens instead of the shipped
+# one (another backend, or a deliberately broken store under test). Called as
+# ``callable(db_path, busy_timeout_s=...)``, it returns an object with the ``Store``'s tool
+# methods and ``close()``, raising ``agents_room.store.RoomError`` subclasses for the errors.
+STORE_FACTORY_ENV = "SIM_STORE_FACTORY"
+
+
+def open_store(db: Path, busy_timeout_s: float) -> Any:
+    """The store named by ``$SIM_STORE_FACTORY``, else the shipped ``Store``."""
+    spec = os.environ.get(STORE_FACTORY_ENV, "").strip()
+    if not spec:
+        from agents_room.store import Store
+
+        return Store.open(db, busy_timeout_s=busy_timeout_s)
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name.isidentifier():
+        raise ValueError(f"{STORE_FACTORY_ENV}={spec!r}: expected module:callable, e.g. mypkg.store:open_store")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{STORE_FACTORY_ENV}={spec!r}: {exc}") from None
+    return factory(db, busy_timeout_s=busy_timeout_s)
+
+
 class DirectDriver:
     """The store in this process. Its CPU share is measured as this thread's CPU time inside
     each call, so the report can tell the store's work from the harness's own."""
@@ -100,10 +125,10 @@ class DirectDriver:
     name = "direct"
 
     def __init__(self, db: Path, cwd: str, busy_timeout_s: float) -> None:
-        from agents_room.store import RoomError, Store
+        from agents_room.store import RoomError
 
         self._room_error = RoomError
-        self.store = Store.open(db, busy_timeout_s=busy_timeout_s)
+        self.store = open_store(db, busy_timeout_s)
         self.cwd = cwd
         self._cpu_ns = 0
 
@@ -212,5 +237,7 @@ def open_driver(name: str, *, db: Path, cwd: str, env: dict[str, str], busy_time
     if name == "direct":
         return DirectDriver(db, cwd, busy_timeout_s)
     if name == "mcp":
+        if os.environ.get(STORE_FACTORY_ENV, "").strip():  # the server opens the shipped store
+            raise ValueError(f"{STORE_FACTORY_ENV} applies to the direct driver only")
         return McpDriver(cwd, env, op_timeout_s)
     raise ValueError(f"unknown driver {name!r}")
