@@ -194,10 +194,13 @@ def recv(tx: Tx, session: Session, limit: int) -> tuple[list[Message], Inbox | N
     """Unread, unexpired deliveries oldest first, marked ``read``. When there are none, the
     inbox block says why the answer might be empty."""
     _expire_overdue(tx, session.id)
+    # ORDER BY m.id, not d.message_id (equal by the join): ordered by the primary key, the
+    # planner would walk every delivery the session ever had to find the unread ones; this
+    # way it reads only the unread, from deliveries_pending (tests/store/test_query_plans.py).
     rows = tx.all(
         f"SELECT {_MESSAGE} FROM deliveries d JOIN messages m ON m.id = d.message_id "
         f"LEFT JOIN sessions s ON s.id = m.sender "
-        f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} ORDER BY d.message_id LIMIT ?",
+        f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} ORDER BY m.id LIMIT ?",
         (session.id, limit),
     )
     messages = [Message(*r) for r in rows]
