@@ -231,6 +231,11 @@ def test_a_well_formed_id_that_names_nothing_names_the_store(store: Store) -> No
     assert "possibly left, or from another store" in str(err.value)
 
 
+def test_an_unknown_uuid_is_called_a_harness_key_nobody_has(store: Store) -> None:
+    with pytest.raises(UnknownSession, match="looks like a harness key, but no session"):
+        store.msg_recv("9d3c2b1a-0f9e-4d8c-b7a6-5f4e3d2c1b0a")
+
+
 def test_a_malformed_id_says_what_a_session_id_looks_like(store: Store) -> None:
     with pytest.raises(UnknownSession, match="not a session id"):
         store.msg_recv("hello there")

@@ -83,6 +83,9 @@ def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
         if left_at is None:
             return f"{value} is the harness key of session {sid}; pass session_id={sid!r}"
         return f"{value} is the harness key of session {sid}, which left at {_iso(left_at)}; room_join again"
+    if _looks_like_uuid(lowered):
+        return (f"{value} looks like a harness key, but no session in store {store_path} has it; "
+                "session ids are 16 lowercase hex, returned by room_join")
     if bounds.SESSION_ID_RE.fullmatch(value):
         left_at = tx.scalar("SELECT left_at FROM sessions WHERE id = ?", (value,))
         if left_at is not None:
@@ -101,6 +104,10 @@ def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
     if labelled:
         return f"{value!r} is the label of session {', '.join(labelled)}; pass the session id"
     return f"{value[:80]!r} is not a session id (16 lowercase hex, returned by room_join)"
+
+
+def _looks_like_uuid(value: str) -> bool:
+    return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value) is not None
 
 
 def _iso(t: float) -> str:
