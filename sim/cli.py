@@ -29,6 +29,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
                      "`agents-room serve` per agent over stdio")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
+    run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
+                     "created if absent) instead of a fresh one under --out; a file that is not a healthy agents-room "
+                     "store, or one live agents use, is refused and left as it was")
+    from .bench import add_parser as add_bench
+
+    add_bench(sub)
     return p
 
 
@@ -47,7 +53,14 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
-    result = run_scenario(scenario, out, live=not args.no_live, console=console)
+    if args.store is not None:
+        from .layout import check_store
+
+        refused = check_store(args.store)
+        if refused:
+            print(f"sim: refusing --store: {refused}", file=sys.stderr)
+            return 2
+    result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store)
     return result.exit_code
 
 
@@ -58,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(width=120)
     if args.command == "run":
         return run_command(args, console)
+    if args.command == "bench":
+        from .bench import command as bench_command
+
+        return bench_command(args, console)
     return 2
 
 

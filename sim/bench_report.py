@@ -1,0 +1,202 @@
+"""``sim bench``'s results: the ratios (the result), the issue's targets with where each
+stands, ``bench.json``, ``bench.png`` and the terminal tables."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import platform
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+WRITE_OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv")
+
+
+def _find(cells: list[dict[str, Any]], kind: str, op: str, procs: int) -> dict[str, Any] | None:
+    return next((c for c in cells if (c["kind"], c["op"], c["procs"]) == (kind, op, procs)), None)
+
+
+def _median(xs: list[int]) -> float | None:
+    xs = sorted(xs)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return float(xs[mid]) if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """store ÷ raw per operation and process count; serve ÷ bare (throughput, RSS) and
+    serve ÷ store (what the protocol costs) at each MCP agent count."""
+    out = []
+    for c in cells:
+        if c["kind"] == "store":
+            raw = _find(cells, "raw", c["op"], c["procs"])
+            if raw:
+                out.append({"ratio": "store/raw", "op": c["op"], "procs": c["procs"],
+                            "value": _div(c["per_s"], raw["per_s"])})
+        if c["kind"] == "serve":
+            bare = _find(cells, "bare", c["op"], c["procs"])
+            if bare:
+                out.append({"ratio": "serve/bare", "op": c["op"], "procs": c["procs"],
+                            "value": _div(c["per_s"], bare["per_s"])})
+                out.append({"ratio": "serve/bare RSS", "op": c["op"], "procs": c["procs"],
+                            "value": _div(_median(c["rss_kib"]), _median(bare["rss_kib"]))})
+            store = _find(cells, "store", c["op"], c["procs"])
+            if store:
+                out.append({"ratio": "serve/store", "op": c["op"], "procs": c["procs"],
+                            "value": _div(c["per_s"], store["per_s"])})
+    return out
+
+
+def _ratio(rs: list[dict[str, Any]], name: str, op: str, procs: int) -> float | None:
+    return next((r["value"] for r in rs if (r["ratio"], r["op"], r["procs"]) == (name, op, procs)), None)
+
+
+def _target(name: str, value: float | None, bound: float, at_least: bool, unit: str = "", note: str = "") -> dict[str, Any]:
+    met = None if value is None or math.isnan(value) else (value >= bound if at_least else value <= bound)
+    return {"target": name, "value": value, "bound": bound, "at_least": at_least, "unit": unit, "met": met,
+            "note": note}
+
+
+def targets(cells: list[dict[str, Any]], rs: list[dict[str, Any]], hook: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Each target of the performance issue that this run measured (value None: not measured)."""
+    out = [
+        _target("store lease_claim ÷ raw, 1 process", _ratio(rs, "store/raw", "lease_claim", 1), 0.8, True, "×"),
+        _target("store lease_claim ÷ raw, 16 processes", _ratio(rs, "store/raw", "lease_claim", 16), 0.7, True, "×"),
+        _target("serve ÷ bare MCP server, lease_claim, 4 agents", _ratio(rs, "serve/bare", "lease_claim", 4), 0.95,
+                True, "×"),
+    ]
+    for n in (16, 64):
+        writes = [c for c in cells if c["kind"] == "store" and c["procs"] == n and c["op"] in WRITE_OPS]
+        worst = min(writes, key=lambda c: c["jain"]) if writes else None
+        out.append(_target(f"Jain's index, store writes, {n} processes", worst["jain"] if worst else None, 0.95, True,
+                           note=f"lowest: {worst['op']}" if worst else ""))
+    writes16 = [c for c in cells if c["kind"] == "store" and c["procs"] == 16 and c["op"] in WRITE_OPS]
+    slowest = max(writes16, key=lambda c: c["max_ms"]) if writes16 else None
+    out.append(_target("longest wait, store writes, 16 processes", slowest["max_ms"] if slowest else None, 100, False,
+                       "ms", f"in {slowest['op']}" if slowest else ""))
+    out.append(_target("RSS serve ÷ bare MCP server, 4 agents", _ratio(rs, "serve/bare RSS", "lease_claim", 4), 1.1,
+                       False, "×"))
+    out.append(_target("agents-room hook, wall from process start (median, quiet)",
+                       hook["quiet"]["wall_median_ms"] if hook else None, 50, False, "ms",
+                       f"python -c pass alone: {hook['python_c_pass']['wall_median_ms']:.0f} ms" if hook else ""))
+    return out
+
+
+def build(opts: Any, cells: list[Any], hook: dict[str, Any] | None, *, started: float,
+          load: tuple[tuple[float, ...], tuple[float, ...]]) -> dict[str, Any]:
+    rows = [dataclasses.asdict(c) for c in cells]
+    rs = ratios(rows)
+    return {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "sqlite": sqlite3.sqlite_version,
+                    "platform": platform.platform(), "load_before": list(load[0]), "load_after": list(load[1])},
+        "settings": {"procs": list(opts.procs), "mcp_procs": list(opts.mcp_procs), "seconds": opts.seconds,
+                     "rounds": opts.rounds, "warmup": opts.warmup, "ops": list(opts.ops), "hook_runs": opts.hook_runs, "started": started},
+        "cells": rows, "ratios": rs, "targets": targets(rows, rs, hook), "hook": hook,
+    }
+
+
+def save(out: Path, data: dict[str, Any]) -> None:
+    (out / "bench.json").write_text(json.dumps(_clean(data), indent=1, allow_nan=False) + "\n")
+    plot(out / "bench.png", data)
+
+
+def _clean(data: Any) -> Any:
+    """NaN (a cell with no completed call) as null: JSON has no NaN."""
+    if isinstance(data, float) and math.isnan(data):
+        return None
+    if isinstance(data, dict):
+        return {k: _clean(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_clean(v) for v in data]
+    return data
+
+
+def plot(path: Path, data: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cells = data["cells"]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5))
+    styles = {"raw": ("-", "o"), "store": ("--", "s"), "serve": (":", "^"), "bare": ("-.", "v")}
+    colors = dict(zip(("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check"),
+                      ("C0", "C1", "C2", "C3", "C4"), strict=True))
+    for kind, (line, marker) in styles.items():
+        for op, color in colors.items():
+            pts = sorted((c["procs"], c) for c in cells if c["kind"] == kind and c["op"] == op and c["count"])
+            if not pts:
+                continue
+            x = [p for p, _ in pts]
+            for ax, key in zip(axes, ("per_s", "p99_ms", "jain"), strict=True):
+                ax.plot(x, [c[key] for _, c in pts], linestyle=line, marker=marker, color=color, label=f"{kind} {op}")
+    for ax, title in zip(axes, ("throughput (ops/s)", "p99 latency (ms)", "Jain's index over processes"), strict=True):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("processes")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_yscale("log")
+    axes[1].set_yscale("log")
+    axes[2].set_ylim(0, 1.02)
+    axes[2].axhline(0.95, color="grey", linewidth=0.8)
+    axes[0].legend(fontsize=7, ncol=2)
+    m = data["machine"]
+    fig.suptitle(f"sim bench: {m['cpus']} CPUs, Python {m['python']}, SQLite {m['sqlite']}, "
+                 f"load {m['load_before'][0]:.1f} → {m['load_after'][0]:.1f}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
+
+
+def print_tables(data: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    rs = data["ratios"]
+    t = Table(title="sim bench: per cell (absolute figures are context; the ratios are the result)")
+    for name in ("kind", "op", "procs", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "Jain", "fewest/most",
+                 "errors", "RSS MiB", "ratio"):
+        t.add_column(name, justify="left" if name in ("kind", "op", "errors") else "right")
+    for c in data["cells"]:
+        ratio = ""
+        if c["kind"] == "store":
+            ratio = _f(_ratio(rs, "store/raw", c["op"], c["procs"]), ".2f")
+            ratio = "" if ratio == "—" else f"{ratio} × raw"
+        elif c["kind"] == "serve":
+            value = _ratio(rs, "serve/bare", c["op"], c["procs"])
+            ratio = f"{value:.2f} × bare" if value else f"{_f(_ratio(rs, 'serve/store', c['op'], c['procs']), '.2f')} × store"
+        rss = _median(c["rss_kib"])
+        t.add_row(c["kind"], c["op"], str(c["procs"]), _f(c["per_s"], ",.0f"), _f(c["p50_ms"], ".2f"),
+                  _f(c["p99_ms"], ".2f"), _f(c["p999_ms"], ".1f"), _f(c["max_ms"], ".1f"), _f(c["jain"], ".3f"),
+                  f"{c['fewest']:,}/{c['most']:,}", ", ".join(f"{k} {v}" for k, v in c["errors"].items()),
+                  _f(rss / 1024 if rss else None, ".1f"), ratio)
+    console.print(t)
+    tt = Table(title="targets")
+    for name in ("target", "measured", "bound", "status", "note"):
+        tt.add_column(name)
+    for x in data["targets"]:
+        status = {True: "[green]met[/green]", False: "[red]missed[/red]", None: "not measured"}[x["met"]]
+        op = "≥" if x["at_least"] else "≤"
+        tt.add_row(x["target"], _f(x["value"], ".3g") + (f" {x['unit']}" if x["unit"] else ""),
+                   f"{op} {x['bound']:g}{(' ' + x['unit']) if x['unit'] else ''}", status, x["note"])
+    console.print(tt)
+    hook = data.get("hook")
+    if hook:
+        for path in ("python_c_pass", "quiet", "news"):
+            h = hook[path]
+            console.print(f"hook {path:<14} wall median {h['wall_median_ms']:6.1f} ms  p90 {h['wall_p90_ms']:6.1f} ms  "
+                          f"min {h['wall_min_ms']:6.1f} ms  CPU median {h['cpu_median_ms']:6.1f} ms  ({h['runs']} runs)")
