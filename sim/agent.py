@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import resource
+import signal
 import sys
 import time
 import traceback
@@ -26,7 +27,9 @@ from typing import Any
 from . import scenario as scenario_mod
 from . import workload
 from .drivers import Driver, OpError, open_driver
+from .faultclock import SharedClock
 from .history import Writer, process_id
+from .saboteur import Control, Saboteur
 from .workload import Held, Known, Op
 
 MAX_UNACKED = 200
@@ -49,6 +52,7 @@ class Config:
     history_dir: str
     scenario: str
     env: dict[str, str] = field(default_factory=dict)
+    clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
 
     @classmethod
     def load(cls, path: str) -> Config:
@@ -70,6 +74,14 @@ class Agent:
         self.edits = 0
         self.last_error = ""
         self.driver: Driver = self._open_driver()
+        # Fault injection: self-stops at moments only the agent sees, and the store clock the
+        # nemesis jumps (the agent judges its leases by the same clock as the store).
+        self.saboteur = Saboteur(tuple(cfg.files[: cfg.hot]))
+        self.clock = SharedClock(cfg.clock_file) if cfg.clock_file else None
+        store = getattr(self.driver, "store", None)
+        self.saboteur.install(store)
+        if self.clock is not None and hasattr(getattr(store, "db", None), "clock"):
+            store.db.clock = self.clock  # type: ignore[union-attr]
 
     # -- plumbing -------------------------------------------------------------------------------
 
@@ -153,6 +165,7 @@ class Agent:
                 args["body"] = workload.body(self.w.body_bytes, tag)
         if op.f == "edit":
             args["token"] = self.known.held[args["path"]].token
+            self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
         if op.f == "churn":
             if self.record("room_leave", {"session_id": self.session}, extra) is not None:
                 self.known = Known(peers=self.known.peers)
@@ -192,7 +205,7 @@ class Agent:
 
     def _view(self) -> Known:
         """What the agent knows now: leases whose time is up (by the store's clock) dropped."""
-        now = time.time()
+        now = self.clock.now() if self.clock is not None else time.time()
         held = {p: h for p, h in self.known.held.items() if h.expires_at > now}
         self.known = replace(self.known, held=held, now=now)
         return self.known
@@ -251,18 +264,14 @@ def _children_cpu_s() -> float:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
-def _line(stream: Any) -> list[str]:
-    line = stream.readline()
-    if not line:
-        raise SystemExit(3)  # the runner is gone
-    return line.split()
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = Config.load(argv[0])
     os.chdir(cfg.cwd)
+    # Past a file size limit (the disk-full fault) a write must fail with EFBIG, not kill us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     agent = Agent(cfg)
+    control = Control(sys.stdin, agent.saboteur)
     try:
         for _ in range(20):
             if agent.join():
@@ -272,14 +281,14 @@ def main(argv: list[str] | None = None) -> int:
             print("error join failed", flush=True)
             return 1
         print(f"ready {agent.session}", flush=True)
-        words = _line(sys.stdin)
+        words = control.line()
         start_ns, end_ns = int(words[1]), int(words[2])
         direct = agent.driver.name == "direct"
         cpu_go = _self_cpu_s()
         store_go = agent.driver.cpu_s() if direct else _children_cpu_s()
         agent.work(start_ns, end_ns)
         print("stopped", flush=True)
-        words = _line(sys.stdin)
+        words = control.line()
         drained = agent.drain(time.monotonic_ns() + int(float(words[1]) * 1e9))
         store_cpu = agent.driver.cpu_s() if direct else 0.0
         agent.driver.close()

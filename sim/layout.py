@@ -16,10 +16,12 @@ from .scenario import Scenario, to_toml
 @dataclass
 class Layout:
     out: Path
+    store: Path | None = None  # an existing store to run against (``sim run --store``)
+    first_seq: int = 0  # the events of this run come after this seq (earlier runs' events before)
 
     @property
     def db(self) -> Path:
-        return self.out / "store" / "room.db"
+        return self.store or self.out / "store" / "room.db"
 
     @property
     def history(self) -> Path:
@@ -65,11 +67,31 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
     (layout.out / "scenario.toml").write_text(to_toml(scenario))
     for repo in scenario.repos:
         make_repo(layout.repos / repo.name, file_names(repo.files))
-    # Create the schema once, before the agents race to open the file.
-    Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s).close()
+    # Create the schema once, before the agents race to open the file. A store an earlier run
+    # left: its dead sessions are pruned first, and this run's events are those after it.
+    with Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s) as store:
+        if layout.store is not None:
+            store.prune(0)
+            layout.first_seq = store.last_seq()
 
 
-def read_events(db: Path, busy_timeout_s: float, page: int = 10_000) -> tuple[list[Any], str, int]:
+def check_store(path: Path) -> str | None:
+    """Why ``sim run --store`` must not use ``path``, or ``None``. Opening it is the check
+    (``Store.open`` refuses, untouched, a file that is not a healthy store); a store with
+    live sessions belongs to running agents, which the run's messages would reach."""
+    from agents_room.store import RoomError, Store
+
+    try:
+        with Store.open(path) as store:
+            alive = [m for m in store.room_who() if m.liveness == "alive"]
+    except RoomError as exc:
+        return exc.text
+    if alive:
+        return f"{path} has {len(alive)} live sessions (agents are using it); run against a store of your own"
+    return None
+
+
+def read_events(db: Path, busy_timeout_s: float, page: int = 10_000, after_seq: int = 0) -> tuple[list[Any], str, int]:
     """Every event (paged by seq), ``PRAGMA integrity_check``, and the WAL size, once the
     agents have exited."""
     from agents_room.store import Store
@@ -77,7 +99,7 @@ def read_events(db: Path, busy_timeout_s: float, page: int = 10_000) -> tuple[li
     events: list[Any] = []
     with Store.open(db, busy_timeout_s=busy_timeout_s) as store:
         while True:
-            chunk = store.events(events[-1].seq if events else 0, page)
+            chunk = store.events(events[-1].seq if events else after_seq, page)
             events.extend(chunk)
             if len(chunk) < page:
                 break

@@ -145,7 +145,7 @@ def ops_per_agent(s: Stats, out: Path, repo_of: dict[str, str]) -> str:
 
 
 def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: float, n: int = 4,
-                   window_s: float = 10.0) -> str | None:
+                   window_s: float = 10.0, faults: list[dict[str, Any]] | None = None, start_ns: int = 0) -> str | None:
     """Who held the hottest paths, when: one row per path, one bar per holding (exclusive
     full height, shared half), over the first ``window_s`` seconds so bars stay readable."""
     hot = hottest_paths(events, n)
@@ -172,6 +172,7 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
                         for p, g in hot], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, window)
+    shade_faults(ax, faults or [], start_ns, window)
     ax.set_xlabel("seconds since start (one colour per session; full bars exclusive, half bars shared)")
     ax.set_title(f"Lease timeline, {len(paths)} hottest paths, first {window:g} s")
     ax.grid(axis="y", visible=False)

@@ -65,10 +65,12 @@ def _plot(draw: Any) -> str | None:
 
 def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
           events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
-          history_len: int) -> dict[str, Any]:
+          history_len: int, fault_summary: dict[str, Any] | None = None) -> dict[str, Any]:
     check_d = _check_dict(check)
     violations = [_violation_text(v) for v in (getattr(check, "violations", None) or check_d.get("violations", []))]
     faults = [r for r in samples if r.get("kind") == "fault"]
+    if fault_summary:  # a fault the system under test mishandled is a violation of its own
+        violations += [{"invariant": "faults", "message": p} for p in fault_summary["problems"]]
     wal_max = max((r.get("wal_bytes", 0) for r in samples if r.get("kind") == "sample"), default=0)
     repo_of = {a.name: a.repo for a in outcome.agents}
     pngs = [_plot(draw) for draw in (
@@ -76,7 +78,8 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         lambda: plots.throughput_over_time(figures, out, faults, outcome.start_ns),
         lambda: plots.percentiles(figures, out),
         lambda: plots.ops_per_agent(figures, out, repo_of),
-        lambda: plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s),
+        lambda: plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s, faults=faults,
+                                      start_ns=outcome.start_ns),
         lambda: plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
     )]
     data = {
@@ -101,6 +104,7 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "expect_met": all(e.met for e in expectations),
         "cost": cost(outcome, figures, scenario.run.driver),
         "faults": faults,
+        "fault_summary": fault_summary,
         "plots": [p for p in pngs if p],
         "scenario": scenario.to_dict(),
         "bins": figures.bins.__dict__,
@@ -152,6 +156,7 @@ def markdown(d: dict[str, Any]) -> str:
                   for e in d["expect"]]
         lines.append("")
     lines += _checks(d["invariants"])
+    lines += _fault_lines(d.get("fault_summary"))
     lines += ["## Operations", "",
               "| operation | count | ok | fail | info | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |",
               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -227,6 +232,29 @@ def _checks(inv: dict[str, Any]) -> list[str]:
     for w in stale[:5]:
         lines.append(f"- {w['path']}: session {w['session']} wrote with token {w['token']} after session "
                      f"{w['newer_session']} was granted token {w['newer_token']}")
+    lines.append("")
+    return lines
+
+
+def _fault_lines(summary: dict[str, Any] | None) -> list[str]:
+    """Faults injected per kind and what each showed (sim/faultreport.py)."""
+    if not summary:
+        return []
+    lines = ["## Faults", "", "| fault | injected | observed | missed |", "|---|--:|---|---|"]
+    for kind, row in summary["kinds"].items():
+        missed = "; ".join(sorted(set(row["missed"]))) if row["missed"] else ""
+        observed = row.get("observed") or ("-" if not row["injected"] else "")
+        shown = observed if row["exercised"] else f"**not exercised** {observed}".strip()
+        lines.append(f"| {kind} | {row['injected']} | {shown} | {missed} |")
+    lines.append("")
+    s = summary["info_settled"]
+    lines.append(f"Operations that ended `info` (kills, store errors), settled from the events: {s['found']} took "
+                 f"effect, {s['not_found']} did not, {s['unsettled']} unsettled.")
+    if summary.get("retimed"):
+        lines.append("The store's clock was jumped: every event time and lease expiry was put back on the host "
+                     "clock (from each jump's place in commit order) before checking.")
+    for p in summary["problems"]:
+        lines.append(f"- **fault handling failed**: {p}")
     lines.append("")
     return lines
 

@@ -70,15 +70,17 @@ class Outcome:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True) -> None:
+    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: Path | None = None) -> None:
         self.scn = scenario
-        self.layout = Layout(Path(out).absolute())  # agents run elsewhere: every path they get is absolute
+        # Agents run elsewhere: every path they get is absolute.
+        self.layout = Layout(Path(out).absolute(), Path(store).absolute() if store else None)
         self.live = live
         self.agents: list[AgentProc] = []
         self.lines: queue.Queue[tuple[AgentProc, str]] = queue.Queue()
         # Hooks run on every sampling tick, with the runner and the monotonic time: the place
         # where fault injection plugs in (and records its windows in samples.jsonl).
         self.on_tick: list[Callable[[Runner, int], None]] = []
+        self.agent_config: dict[str, Any] = {}  # more keys for every agent's config (fault injection)
         self._samples = None
         self.timings: dict[str, float] = {}
         self.start_ns = self.end_ns = 0
@@ -100,7 +102,7 @@ class Runner:
             "files": [str(repo_path / f) for f in files], "hot": hot, "rooms": list(repo.rooms),
             "tags": list(repo.tags), "all_tags": self.scn.tags, "harness_key": key, "db": str(self.layout.db),
             "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),
-            "env": server_env,
+            "env": server_env, **self.agent_config,
         }
         cfg_path = self.layout.out / "agents" / f"{name}.g{generation}.json"
         cfg_path.write_text(json.dumps(cfg, indent=1))
@@ -143,6 +145,8 @@ class Runner:
         word, _, rest = line.partition(" ")
         if word == "ready":
             proc.state, proc.session = "ready", rest
+            if self.start_ns:  # a replacement started mid-run goes to work at once
+                self.tell(f"go {self.start_ns} {self.end_ns}", [proc])
         elif word == "stopped":
             proc.state = "stopped"
         elif word == "drained":
@@ -205,6 +209,12 @@ class Runner:
         """A fault window for the report's shading (written by fault injection)."""
         self._write_sample({"kind": "fault", "fault": fault, "time": start_ns, "end": end_ns, **detail})
 
+    def _hooks(self) -> None:
+        """The tick hooks, also while stopping and draining (fault injection winds down then)."""
+        now = time.monotonic_ns()
+        for hook in self.on_tick:
+            hook(self, now)
+
     def execute(self) -> Outcome:
         scn, run = self.scn, self.scn.run
         t0 = time.monotonic()
@@ -238,12 +248,12 @@ class Runner:
                 self.sample(progress, time.monotonic_ns(), start_ns)
                 progress.phase("stopping")
                 mark = time.monotonic()
-                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping")
+                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping", tick=self._hooks)
                 self.timings["stop_s"] = time.monotonic() - mark
                 progress.phase("draining inboxes")
                 mark = time.monotonic()
                 self.tell(f"drain {run.drain_timeout_s}")
-                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining")
+                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining", tick=self._hooks)
                 self.timings["drain_s"] = time.monotonic() - mark
                 self.sample(progress, time.monotonic_ns(), start_ns)
             mark = time.monotonic()
@@ -299,18 +309,30 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
     return result.verdict, result
 
 
-def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None) -> Result:
-    from . import report, stats
+def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
+                 store: Path | None = None) -> Result:
+    from . import faultclock, report, stats
 
-    runner = Runner(scenario, out, live=live)
+    runner = Runner(scenario, out, live=live, store=store)
+    nemesis = None
+    if scenario.faults:
+        from .nemesis import Nemesis
+
+        nemesis = Nemesis(runner)
     aborted = None
     try:
         outcome = runner.execute()
     except RunAborted as exc:
         aborted, outcome = str(exc), None
+    finally:
+        if nemesis:
+            nemesis.close()
     records = merge_history(runner.layout)
-    events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s)
+    raw_events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s, after_seq=runner.layout.first_seq)
     samples = read_samples(runner.layout.samples)
+    # Clock-jump faults: every store time back on the host clock the history is written in.
+    events, check_records = faultclock.retime(raw_events, records, faultclock.jumps_from(
+        [r for r in samples if r.get("kind") == "fault"]))
     if outcome is None:
         verdict, check = "unknown", {"verdict": "unknown", "violations": [], "reason": f"run aborted: {aborted}"}
         start_ns = min((r["time"] for r in records), default=0)
@@ -318,7 +340,7 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
         outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [], runner.timings)
     else:
         mark = time.monotonic()
-        verdict, check = _check(events, records, integrity)
+        verdict, check = _check(events, check_records, integrity)
         outcome.timings["check_s"] = time.monotonic() - mark
         if verdict == "valid" and not outcome.drained:
             verdict = "unknown"
@@ -327,10 +349,17 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
     figures = stats.compute(records, outcome.start_ns, outcome.end_ns, names,
                             late_ms=scenario.open_loop.late_ms if scenario.workload.mode == "open" else None)
     expectations = stats.expectations(scenario.expect, figures)
+    fault_summary = None
+    if nemesis:
+        from . import faultreport
+
+        fault_summary = faultreport.summarize(nemesis, check_records, check, runner.layout)
+        if fault_summary["problems"] and verdict != "invalid":
+            verdict = "invalid"
     data = report.build(
         runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
         expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
-        wal_final=wal, history_len=len(records),
+        wal_final=wal, history_len=len(records), fault_summary=fault_summary,
     )
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings

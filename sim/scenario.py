@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from . import faultplan
+from .faultplan import Faults
 from .tables import ScenarioError, Table, choice, integer, number
 
 Driver = Literal["direct", "mcp"]
@@ -102,6 +104,7 @@ class Scenario:
     open_loop: OpenLoop
     expect: Expect
     description: str = ""
+    faults: Faults = Faults()
     source: str = field(default="", compare=False)
 
     @property
@@ -121,6 +124,7 @@ class Scenario:
         out.pop("source")
         out["workload"]["mix"] = dict(self.workload.mix)
         out["expect"]["p99_ms"] = dict(self.expect.p99_ms)
+        out["faults"] = faultplan.to_dict(self.faults)
         return out
 
     def with_overrides(
@@ -136,6 +140,7 @@ class Scenario:
         if driver is not None:
             run = dataclasses.replace(run, driver=choice("--driver", driver, ("direct", "mcp")))
         repos = self.repos if agents is None else _spread(self.repos, integer("--agents", agents, 1, 512))
+        faultplan.check_fit(self.faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
         return dataclasses.replace(self, run=run, repos=repos)
 
 
@@ -270,11 +275,13 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     workload = _read_workload(top.sub("workload"))
     open_loop = _read_open_loop(top.sub("open_loop"))
     expect = _read_expect(top.sub("expect"))
+    faults = faultplan.read(top.sub("faults"))
+    faultplan.check_fit(faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":
             raise ScenarioError(f"[expect.p99_ms] unknown operation {key!r}; one of all, {', '.join(OPERATIONS)}")
-    return Scenario(scenario_name, run, repos, workload, open_loop, expect, description, source=text)
+    return Scenario(scenario_name, run, repos, workload, open_loop, expect, description, faults, source=text)
 
 
 def load(path: str | Path) -> Scenario:
@@ -332,4 +339,9 @@ def to_toml(s: Scenario) -> str:
     lines += ["", *_toml_table("[expect]", d["expect"])]
     if d["expect"]["p99_ms"]:
         lines += ["", *_toml_table("[expect.p99_ms]", d["expect"]["p99_ms"])]
+    if d["faults"]:
+        lines += ["", *_toml_table("[faults]", d["faults"])]
+        for kind, values in d["faults"].items():
+            if isinstance(values, dict):
+                lines += ["", *_toml_table(f"[faults.{kind}]", values)]
     return "\n".join(lines) + "\n"
