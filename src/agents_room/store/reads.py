@@ -4,6 +4,8 @@ else hold a lease on it meanwhile?"""
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,10 +30,9 @@ def file_hash(path: str) -> str | None:
     """SHA-256 of the file's bytes now; ``None`` if it does not exist. Raises
     ``InvalidArgument`` for something that is not a readable regular file."""
     try:
-        with open(path, "rb") as fh:
-            import os
-            import stat
-
+        # O_NONBLOCK: opening a FIFO would otherwise wait for a writer, for ever (it is then
+        # refused below, as a device is); on a regular file the flag changes nothing.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise InvalidArgument("path", f"{path} is not a regular file")
             return hashlib.file_digest(fh, "sha256").hexdigest()

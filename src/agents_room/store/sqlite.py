@@ -91,6 +91,10 @@ def _translate(exc: sqlite3.Error, path: Path) -> RoomError:
         return StoreBusy(f"the write lock on {path} was not had in time; nothing was changed, try again")
     if name == "SQLITE_FULL" or "full" in str(exc):
         return StoreError(f"disk full writing {path}: {exc}")
+    if name.startswith("SQLITE_IOERR"):
+        # A write past RLIMIT_FSIZE (EFBIG) or a failing disk: SQLite says only "disk I/O error".
+        return StoreError(f"{path}: {exc} ({name}): the disk may be full, failing, or over a file size limit; "
+                          "the operation may not have happened")
     if name == "SQLITE_NOTADB" or "not a database" in str(exc):
         return StoreError(f"{path} is not an agents-room store (not a SQLite database); refusing to touch it")
     if name == "SQLITE_CORRUPT" or "malformed" in str(exc):
