@@ -162,7 +162,8 @@ def test_the_send_event_names_its_rooms_and_recipients(room: Room) -> None:
     mid = room.store.msg_send(room.a, "*").message_id
     (e,) = room.store.events(before)
     assert (e.session_id, e.payload) == (room.a, {
-        "message_id": mid, "selector": "*", "rooms": ["repo:alpha", "team"], "recipients": {room.b: "stored"}})
+        "message_id": mid, "selector": "*", "subject": "", "rooms": ["repo:alpha", "team"],
+        "recipients": {room.b: "stored"}})
 
 
 def test_the_delivery_event_records_each_items_previous_state(room: Room) -> None:
