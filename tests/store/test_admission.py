@@ -305,7 +305,7 @@ def test_a_releaser_borrows_a_bounded_number_of_turns(db: Path, spawn) -> None:
                 if time.monotonic() - start > CHECK_S:
                     break  # waited for the stopped successor to be passed over
                 quick += 1
-                assert [p.state for p in me.queue()] == ["borrowing", "granted"]
+                assert [p.state for p in me.queue()] == ["borrowing", "waiting"]
         assert 1 <= quick <= BORROW_MAX
     finally:
         successor.signal(signal.SIGCONT)
@@ -325,10 +325,10 @@ def test_a_killed_borrower_hands_the_turn_to_the_waiting_head(db: Path, spawn) -
     try:
         borrower.send("release")
         borrower.expect("holding")
-        assert [(p.pid, p.state) for p in me.queue()] == [(borrower.pid, "borrowing"), (head.pid, "granted")]
+        assert [(p.pid, p.state) for p in me.queue()] == [(borrower.pid, "borrowing"), (head.pid, "waiting")]
     finally:
         head.signal(signal.SIGCONT)
-    time.sleep(0.05)  # the head wakes, finds the turn borrowed and claims it
+    time.sleep(0.05)  # the head runs again and finds the turn borrowed
     killed_at = time.monotonic()
     borrower.signal(signal.SIGKILL)
     got_at = float(head.expect("done")[0])
@@ -423,9 +423,9 @@ def _serve(db: Path, timeout_s: float) -> None:
             assert q is not None
             q._lock_mutex(None)
             q._begin()  # marks the change in progress
-            # Half of an append to an empty queue: the record says "holding", the header
+            # Half of an append to an empty queue: the record says "waiting", the header
             # names it head but not yet tail.
-            q.mm[q.rec + 4 : q.rec + 8] = (3).to_bytes(4, "little")
+            q.mm[q.rec + 4 : q.rec + 8] = (1).to_bytes(4, "little")
             q.mm[12:16] = q.me.to_bytes(4, "little")
             print("inside", flush=True)
             time.sleep(60)

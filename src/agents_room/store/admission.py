@@ -2,39 +2,39 @@
 
 SQLite's busy handler keeps no queue: a waiter sleeps 1, 2, 5 … 100 ms and retries, so a
 process that just committed usually beats one that has waited for seconds. Writers here
-take a *turn* first, in arrival order, then ``BEGIN IMMEDIATE``. SQLite's lock stays the
-real one: correctness never depends on this module, it only orders writers.
+take a *turn* first, then ``BEGIN IMMEDIATE``; when the turn is taken, they queue for it in
+arrival order. SQLite's lock stays the real one: correctness never depends on this module.
 
-The queue lives in a side file ``<db>-admission`` (0600, mmap'd), never in the database,
-``-wal`` or ``-shm`` files (closing a descriptor of those drops SQLite's POSIX locks):
+Everything lives in a side file ``<db>-admission`` (0600, mmap'd), never in the database,
+``-wal`` or ``-shm`` files (closing a descriptor of those drops SQLite's POSIX locks). Locks
+are open-file-description (OFD) locks on its bytes: they belong to one open of the file, so
+several instances in one process never drop each other's (as POSIX ``fcntl`` locks would),
+and the kernel drops them when their process dies, however it dies.
 
-- a header (``dirty``, ``head``, ``tail``, a turn counter, the borrowing fields) and one
-  64-byte record per participant (``wake`` futex word, ``state``, ``prev``/``next`` links,
-  ticket, grant time, pid). A participant is one :class:`WriteAdmission`; it owns record
-  ``i`` while it holds an open-file-description (OFD) lock on byte ``_LIVE + i``, which the
-  kernel drops when the process dies, however it dies: "is it alive" is one ``F_OFD_GETLK``.
-- changes happen under an OFD lock on byte 0 (the mutex), held for microseconds. A process
-  killed inside leaves ``dirty`` set; the next holder rebuilds the queue from the records
-  of live participants, by ticket.
-- a waiter sleeps in ``futex(FUTEX_WAIT)`` on its own ``wake`` word: woken by the kernel,
-  no polling. The releaser grants the turn to its successor and wakes it.
-- *borrowing*: a woken successor needs a CPU before it can use its turn, tens of
-  microseconds on an idle core and far more on a busy machine, while the process that
-  just released is running. Until the successor has taken its turn, the releaser may take
-  up to ``BORROW_MAX`` more turns within ``BORROW_S``, one at a time; the successor, once
-  awake, claims the turn and waits out the borrowed one (spinning briefly: it is short).
-  This keeps the write lock busy as SQLite's own handler does, with the unfairness bounded.
-- every ``CHECK_S`` of waiting, a waiter looks at the head: a dead head or borrower is
-  removed (the recovery bound), and a head granted the turn that has not taken it within
-  ``GRACE_S`` (stopped before it could) is passed over; it re-queues at the front later.
-- a head that took its turn and is then stopped (SIGSTOP inside its transaction) holds
-  SQLite's lock as well: the others wait out their ``timeout_s`` and get ``StoreBusy``, as
-  they would from SQLite, and carry on once it is continued and commits.
+- the turn is an OFD lock on byte 1. With nobody queued, a writer just takes it: two
+  syscalls a turn. A holder that dies releases it with its last breath.
+- the queue: a header and one 64-byte record per participant (one per
+  :class:`WriteAdmission`), linked ``prev``/``next`` in arrival order. A participant owns
+  record ``i`` while it holds an OFD lock on byte ``_LIVE + i``: "is it alive" is one
+  ``F_OFD_GETLK``. The queue changes under an OFD lock on byte 0 (the mutex), held for
+  microseconds; a process killed inside leaves ``dirty`` set, and the next holder rebuilds
+  the queue from the records of live participants, by arrival.
+- while anyone is queued, newcomers queue too. The head sleeps in ``futex(FUTEX_WAIT)`` on
+  its record's ``wake`` word (a kernel wake-up, no polling); whoever releases the turn
+  bumps that word and wakes it, and the head takes the turn and leaves the queue.
+- *borrowing*: the woken head needs a CPU before it can use the turn, tens of microseconds
+  on an idle core, far more on a busy machine, while the releaser is running. Until the
+  head has woken, the releaser may take up to ``BORROW_MAX`` more turns within ``BORROW_S``;
+  the head, once awake, spins briefly for the end of the borrowed turn (it is short). This
+  keeps the write lock busy as SQLite's own handler does, with the unfairness bounded.
+- every ``CHECK_S`` of waiting, the head retries the turn (its holder may have died), and
+  the others look at the head: a dead head is removed, and a live head that leaves the
+  turn free for ``GRACE_S`` (stopped) is passed over; it re-queues at the front later.
+- a holder stopped inside its transaction holds SQLite's lock as well: the others wait out
+  their ``timeout_s`` and get ``StoreBusy``, as they would from SQLite, and carry on once it
+  is continued and commits.
 
-OFD locks belong to the open file description, not the process: several instances in one
-process never drop each other's locks, as POSIX ``fcntl`` locks would. Never carry an
-instance across ``fork()`` (the child would share its locks and record).
-
+Never carry an instance across ``fork()`` (the child would share its locks and record).
 Linux only (OFD locks, futex). On other systems, or on a CPU architecture whose futex
 syscall number is not known here, admission is off: ``turn()`` admits at once and SQLite's
 busy handler alone orders writers.
@@ -60,31 +60,38 @@ from typing import Literal
 from .errors import InvalidArgument, StoreBusy, StoreError
 
 SLOTS = 1024  # participants at once on one database (each open WriteAdmission is one)
-CHECK_S = 0.05  # a waiter looks at the head this often: a dead head is gone within this
-GRACE_S = 0.2  # a granted turn not taken within this is passed over
-BORROW_MAX = 8  # turns a releaser may borrow while its successor wakes up
-BORROW_S = 0.005  # … and only this soon after the grant
-SPIN_S = 0.002  # a successor waiting out a borrowed turn spins this long, then sleeps
-_BORROW_NS = int(BORROW_S * 1e9)
+CHECK_S = 0.05  # how often a waiter checks the turn and the head: the recovery bound
+GRACE_S = 0.2  # a head that leaves the turn free this long is passed over
+BORROW_MAX = 32  # turns a releaser may borrow while the head it woke is not yet running
+BORROW_S = 0.002  # … within this long after its release
+SPIN_S = 0.002  # a woken head that finds the turn borrowed spins this long, then sleeps
 
-_MAGIC, _VERSION = b"ARQ1", 1
+_MAGIC, _VERSION = b"ARQ2", 2
 _HEADER_SIZE, _REC_SIZE = 64, 64
 _SIZE = _HEADER_SIZE + SLOTS * _REC_SIZE
-_HDR = struct.Struct("<IIIxxxxQ")  # at 8: dirty head tail ticket
-_LEND = struct.Struct("<IIII")  # at 32: granter borrower borrows claimed
-_REC = struct.Struct("<IIIIQQII")  # wake state prev next ticket granted_ns pid spinning
-_WS = struct.Struct("<II")  # wake state
+# Header: the queue fields change under the mutex; the turn fields only by the turn holder.
+_DIRTY, _HEAD, _TAIL, _SEQ = 8, 12, 16, 24  # queue: dirty flag, first and last, arrivals
+_HOLDER, _TICKET, _LEND = 32, 40, 48  # turn: holder slot (+_BORROWED), turns, lending
+_QUEUE = struct.Struct("<III4xQ")  # at _DIRTY: dirty head tail seq
+_HT = struct.Struct("<I4xQ")  # at _HOLDER: holder ticket
+_LENDING = struct.Struct("<IIQ")  # at _LEND: granter borrows released_ns
+_BORROWED = 1 << 31
+# Record: wake futex word, state, links, arrival, pid, claimed (its head woke to a borrowed turn).
+_REC = struct.Struct("<IIIIQII")
+_WAKE, _STATE, _PREV, _NEXT, _RSEQ, _PID, _CLAIMED = 0, 4, 8, 12, 16, 24, 28
 _U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
-_DIRTY, _HEAD, _TAIL, _TICKET, _LENDING = 8, 12, 16, 24, 32
-_WAKE, _STATE, _PREV, _NEXT, _RTICKET, _GRANTED, _PID, _SPIN = 0, 4, 8, 12, 16, 24, 32, 36
-_LIVE = 1 << 20  # OFD lock byte of participant i (locks need no bytes in the file)
-
-IDLE, WAITING, GRANTED, HOLDING, PASSED = 0, 1, 2, 3, 4
-_LINKED = (WAITING, GRANTED, HOLDING)  # a record is in the queue iff its state is one of these
+_MUTEX, _TURN, _LIVE = 0, 1, 1 << 20  # lock bytes (locks need no bytes in the file)
+IDLE, WAITING, PASSED = 0, 1, 2
 
 _FLOCK = struct.Struct("hhqqi0q")  # struct flock on 64-bit Linux: type whence start len pid
 _FUTEX_NR = {"x86_64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}.get(platform.machine())
 SUPPORTED = sys.platform == "linux" and hasattr(fcntl, "F_OFD_SETLK") and _FUTEX_NR is not None
+_GRACE_NS = int(GRACE_S * 1e9)
+
+
+def _flock(kind: int, byte: int) -> bytes:
+    return _FLOCK.pack(kind, os.SEEK_SET, byte, 1, 0)
+
 
 if SUPPORTED:
     _syscall = ctypes.CDLL(None, use_errno=True).syscall
@@ -92,27 +99,21 @@ if SUPPORTED:
     # Every argument a full-width long: syscall() is variadic and reads longs.
     _NR, _WAIT_OP, _WAKE_OP = ctypes.c_long(_FUTEX_NR or 0), ctypes.c_long(0), ctypes.c_long(1)
     _ONE, _ZERO = ctypes.c_long(1), ctypes.c_long(0)
-    _fcntl, _SETLK, _SETLKW = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW
-    _MUTEX_ON = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 1, 0)
-    _MUTEX_OFF = _FLOCK.pack(fcntl.F_UNLCK, os.SEEK_SET, 0, 1, 0)
+    _fcntl, _SETLK, _SETLKW, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW, fcntl.F_OFD_GETLK
+    _MUTEX_ON, _MUTEX_OFF = _flock(fcntl.F_WRLCK, _MUTEX), _flock(fcntl.F_UNLCK, _MUTEX)
+    _TURN_ON, _TURN_OFF = _flock(fcntl.F_WRLCK, _TURN), _flock(fcntl.F_UNLCK, _TURN)
 
 
 class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
-PlaceState = Literal["borrowing", "holding", "granted", "waiting"]
-
-
 @dataclass(frozen=True)
 class Place:
-    """One participant in the queue: its process and where it stands."""
+    """One participant: its process and where it stands."""
 
     pid: int
-    state: PlaceState
-
-
-_STATE_NAMES: dict[int, PlaceState] = {WAITING: "waiting", GRANTED: "granted", HOLDING: "holding"}
+    state: Literal["holding", "borrowing", "waiting"]
 
 
 class WriteAdmission:
@@ -121,21 +122,23 @@ class WriteAdmission:
     ``with admission.turn(): BEGIN IMMEDIATE … COMMIT`` — enter right before BEGIN, leave
     right after COMMIT or ROLLBACK. Raises ``StoreBusy`` when the turn is not had within
     ``timeout_s`` (nothing was changed). Thread-safe: threads of one instance take turns
-    among themselves. Not re-entrant. ``borrow_max=0`` is strict FIFO; ``spin_s=0`` never
-    spins."""
+    among themselves. Not re-entrant. Tuning (see the module's docstring): ``borrow_max=0``
+    is strict FIFO; ``spin_s=0`` never spins."""
 
     def __init__(self, db_path: Path, timeout_s: float, *, borrow_max: int = BORROW_MAX,
-                 spin_s: float = SPIN_S) -> None:
+                 borrow_s: float = BORROW_S, spin_s: float = SPIN_S) -> None:
         if not (isinstance(timeout_s, int | float) and timeout_s > 0):
             raise InvalidArgument("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
         if not (isinstance(borrow_max, int) and borrow_max >= 0):
             raise InvalidArgument("borrow_max", f"must be a whole number >= 0, got {borrow_max!r}")
+        if not (isinstance(borrow_s, int | float) and 0 <= borrow_s < GRACE_S):
+            raise InvalidArgument("borrow_s", f"must be >= 0 and below {GRACE_S} s, got {borrow_s!r}")
         if not (isinstance(spin_s, int | float) and 0 <= spin_s < timeout_s):
             raise InvalidArgument("spin_s", f"must be >= 0 and below timeout_s, got {spin_s!r}")
         self.path = Path(f"{db_path}-admission")
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._queue: _Queue | None = _Queue(self.path, borrow_max, float(spin_s)) if SUPPORTED else None
+        self._queue: _Queue | None = _Queue(self.path, borrow_max, borrow_s, float(spin_s)) if SUPPORTED else None
         self._turn = _Turn(self)
 
     @property
@@ -153,7 +156,7 @@ class WriteAdmission:
         return self._turn
 
     def queue(self) -> list[Place]:
-        """Who has the turn and who waits, in order (for ``doctor`` and tests)."""
+        """Who has the turn, then who waits, in order (for ``doctor`` and tests)."""
         return [] if self._queue is None else self._queue.places()
 
     def close(self) -> None:
@@ -177,13 +180,23 @@ class _Turn:
 
     def __enter__(self) -> None:
         adm = self.admission
-        deadline = time.monotonic() + adm.timeout_s
-        lock = adm._lock
+        lock, queue = adm._lock, adm._queue
         if not (lock.acquire(False) or lock.acquire(timeout=adm.timeout_s)):
             raise adm.busy()
+        if queue is None:
+            return
         try:
-            queue = adm._queue
-            if queue is not None and not queue.enter(deadline):
+            # The common case inline (nobody queued, the turn free): this runs around every
+            # write transaction, and each Python call here costs about what a syscall does.
+            if not _U32.unpack_from(queue.mm, _HEAD)[0]:
+                try:
+                    _fcntl(queue.fd, _SETLK, _TURN_ON)
+                    queue.hold(False)
+                    return
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+            if not queue.enter(time.monotonic() + adm.timeout_s):
                 raise adm.busy()
         except BaseException:
             lock.release()
@@ -199,14 +212,13 @@ class _Turn:
 
 
 class _Queue:
-    """One participant's handle on the shared queue file (see the module's docstring).
-    Methods named ``_…_locked`` run with the mutex held, between :meth:`_begin` and the
-    clearing of ``dirty``."""
+    """One participant's handle on the side file (see the module's docstring). Methods
+    named ``_…_locked`` run with the mutex held, after :meth:`_begin` set ``dirty``."""
 
-    def __init__(self, path: Path, borrow_max: int, spin_s: float) -> None:
-        self.borrow_max, self.spin_s = borrow_max, spin_s
+    def __init__(self, path: Path, borrow_max: int, borrow_s: float, spin_s: float) -> None:
+        self.borrow_max, self.borrow_ns, self.spin_s = borrow_max, int(borrow_s * 1e9), spin_s
         self.ticket = 0
-        self.borrowing = False
+        self.holding = False
         self.pid = os.getpid()
         self.mm = None  # type: ignore[assignment]  (set below; None once closed)
         try:
@@ -218,7 +230,7 @@ class _Queue:
                 os.ftruncate(self.fd, _SIZE)  # extends only: never zeroes what another wrote
             self.mm: mmap.mmap = mmap.mmap(self.fd, _SIZE)
             self._pin: ctypes.c_char | None = ctypes.c_char.from_buffer(self.mm)
-            self.base = ctypes.addressof(self._pin)  # the futex words' addresses
+            self.base = ctypes.addressof(self._pin)  # where the futex words are
             self.me = self._claim_slot(path)
             self.rec = self._at(self.me)
             self._lock_mutex(None)
@@ -229,7 +241,7 @@ class _Queue:
                 elif magic != _MAGIC:
                     raise StoreError(f"{path} is not an agents-room admission file ({magic!r}); remove it")
                 self._begin()
-                woken = self._drop_locked(self.me, IDLE)  # a dead participant had this slot, maybe queued
+                woken = self._unlink_locked(self.me, IDLE)  # a dead participant had this slot, maybe queued
                 _U32.pack_into(self.mm, self.rec + _PID, self.pid)
                 _U32.pack_into(self.mm, _DIRTY, 0)
             finally:
@@ -239,214 +251,203 @@ class _Queue:
             self.close()
             raise
 
-    # -- the turn (hot paths: plain locals, since every Python call costs about a syscall) --
+    # -- the turn (hot paths: plain locals, since a Python call costs about what a syscall does)
 
     def enter(self, deadline: float) -> bool:
-        """Queue up and wait for the turn; False when ``deadline`` passes first."""
-        mm, rec, me, fd = self.mm, self.rec, self.me, self.fd
+        """Take the turn, queueing for it if anyone is queued or it is taken; False when
+        ``deadline`` passes first. (``_Turn`` tries the turn itself first when nobody is
+        queued; trying again here is harmless.)"""
+        mm = self.mm
+        head = _U32.unpack_from(mm, _HEAD)[0]
+        if head == 0 or self._may_borrow(head):
+            try:
+                _fcntl(self.fd, _SETLK, _TURN_ON)
+                self.hold(head != 0)
+                return True
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+        if not self._lock_mutex(deadline):
+            return False
         try:
-            _fcntl(fd, _SETLK, _MUTEX_ON)
-        except OSError:
-            if not self._lock_mutex(deadline):
-                return False
-        try:
-            head, tail, ticket = self._begin()
-            wake, state = _WS.unpack_from(mm, rec)
-            if state not in _LINKED:  # (else still queued from an attempt that gave up)
-                ticket += 1
-                granter, borrower, borrows, claimed = _LEND.unpack_from(mm, _LENDING)
-                if head == 0 and borrower == 0:  # nobody has the turn or waits: it is ours
-                    _REC.pack_into(mm, rec, wake, HOLDING, 0, 0, ticket, 0, self.pid, 0)
-                    _HDR.pack_into(mm, _DIRTY, 1, me, me, ticket)
-                    _U32.pack_into(mm, _DIRTY, 0)
-                    self.ticket = ticket
-                    return True
-                if granter == me and borrower == 0 and not claimed and borrows < self.borrow_max and head:
-                    # Our successor may not have taken the turn we gave it yet: borrow it once more.
-                    at = _HEADER_SIZE + (head - 1) * _REC_SIZE
-                    if (_U32.unpack_from(mm, at + _STATE)[0] == GRANTED
-                            and time.monotonic_ns() - _U64.unpack_from(mm, at + _GRANTED)[0] < _BORROW_NS):
-                        _LEND.pack_into(mm, _LENDING, granter, me, borrows + 1, 0)
-                        _U64.pack_into(mm, _TICKET, ticket)
-                        _U32.pack_into(mm, _DIRTY, 0)
-                        self.ticket, self.borrowing = ticket, True
-                        return True
-                if head == 0:  # only a borrower has the turn: first in line, granted, to claim it
-                    _REC.pack_into(mm, rec, wake, WAITING, 0, 0, ticket, 0, self.pid, 0)
-                    _HDR.pack_into(mm, _DIRTY, 1, me, me, ticket)
-                    self._grant_locked(me, 0)
-                elif state == PASSED:  # first in line before it was passed over: right behind the head
-                    self._insert_after_locked(head, ticket)
-                else:
-                    _REC.pack_into(mm, rec, wake, WAITING, tail, 0, ticket, 0, self.pid, 0)
-                    _U32.pack_into(mm, _HEADER_SIZE + (tail - 1) * _REC_SIZE + _NEXT, me)
-                    _HDR.pack_into(mm, _DIRTY, 1, head, me, ticket)
+            self._begin()
+            if _U32.unpack_from(mm, self.rec + _STATE)[0] != WAITING:  # (else queued from an attempt that gave up)
+                self._append_locked(front=False)
             _U32.pack_into(mm, _DIRTY, 0)
         finally:
-            _fcntl(fd, _SETLK, _MUTEX_OFF)
+            self._unlock_mutex()
         return self._wait(deadline)
 
     def leave(self) -> None:
-        mm, me, fd = self.mm, self.me, self.fd
-        _fcntl(fd, _SETLKW, _MUTEX_ON)
-        try:
-            head, tail, ticket = self._begin()
-            if self.borrowing:
-                self.borrowing = False
-                woken = self._return_locked()
-            elif head == me and tail == me:  # nobody waits
-                _U32.pack_into(mm, self.rec + _STATE, IDLE)
-                _HDR.pack_into(mm, _DIRTY, 1, 0, 0, ticket)
-                woken = 0
-            else:
-                woken = self._drop_locked(me, IDLE, granter=me)
-            _U32.pack_into(mm, _DIRTY, 0)
-        finally:
-            _fcntl(fd, _SETLK, _MUTEX_OFF)
-        self._wake(woken)
+        mm = self.mm
+        if _U32.unpack_from(mm, _HEAD)[0] and not _U32.unpack_from(mm, _HOLDER)[0] & _BORROWED:
+            _LENDING.pack_into(mm, _LEND, self.me, 0, time.monotonic_ns())  # we may borrow it back
+        _U32.pack_into(mm, _HOLDER, 0)
+        self.holding = False
+        _fcntl(self.fd, _SETLK, _TURN_OFF)
+        # Read after the release (a kernel lock operation, so ordered after it): anyone who
+        # queued and then failed to take the turn from us is seen here.
+        head = _U32.unpack_from(mm, _HEAD)[0]
+        if head:
+            self._wake(head)
+
+    def hold(self, borrowed: bool) -> None:
+        """We have the turn: count it, and say who holds it (only the holder writes these)."""
+        mm = self.mm
+        ticket = _HT.unpack_from(mm, _HOLDER)[1] + 1
+        _HT.pack_into(mm, _HOLDER, self.me | (_BORROWED if borrowed else 0), ticket)
+        if borrowed:
+            _U32.pack_into(mm, _LEND + 4, _U32.unpack_from(mm, _LEND + 4)[0] + 1)
+        else:
+            _U32.pack_into(mm, _LEND, 0)  # the lent turn was taken: no more borrowing of it
+        self.ticket, self.holding = ticket, True
+
+    def _may_borrow(self, head: int) -> bool:
+        granter, borrows, released_ns = _LENDING.unpack_from(self.mm, _LEND)
+        return (granter == self.me and borrows < self.borrow_max
+                and time.monotonic_ns() - released_ns < self.borrow_ns
+                and not _U32.unpack_from(self.mm, self._at(head) + _CLAIMED)[0])
 
     def _wait(self, deadline: float) -> bool:
-        mm, rec = self.mm, self.rec
+        mm, rec, me = self.mm, self.rec, self.me
         check_at = time.monotonic() + CHECK_S
-        claimed = spun = False
+        woken = spun = False
+        watch: tuple[int, int] | None = None  # (head, since when it has left the turn free)
         while True:
-            seen, state = _WS.unpack_from(mm, rec)
-            if state == HOLDING:
-                self.ticket = _U64.unpack_from(mm, rec + _RTICKET)[0]
-                return True
+            seen, state = _U32.unpack_from(mm, rec)[0], _U32.unpack_from(mm, rec + _STATE)[0]
+            if state != WAITING:  # passed over while we were away: back to the front
+                if not self._change(deadline, self._append_locked, True):
+                    return self._give_up()
+                continue
+            if _U32.unpack_from(mm, _HEAD)[0] == me:
+                try:
+                    _fcntl(self.fd, _SETLK, _TURN_ON)
+                    self._change(None, self._unlink_locked, me, IDLE)  # the new head sleeps on
+                    self.hold(False)
+                    return True
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                if woken:  # woken by a release, yet taken: borrowed; its end is near
+                    _U32.pack_into(mm, rec + _CLAIMED, 1)
+                    if not spun and self.spin_s > 0:
+                        spun = True
+                        self._spin(min(deadline, time.monotonic() + self.spin_s))
+                        continue
             now = time.monotonic()
             if now >= deadline:
                 return self._give_up()
-            if (state == GRANTED and not claimed) or state not in _LINKED or now >= check_at:
-                # Granted (take it, or claim it from a borrower), passed over (re-queue), or
-                # time to look at the head.
-                if not self._lock_mutex(deadline):
-                    return self._give_up()
-                try:
-                    self._begin()
-                    woken = self._take_locked() if state == GRANTED and not claimed else self._repair_locked()
-                    # Only the head is ever granted, and ``claimed`` is about the head.
-                    claimed = (_U32.unpack_from(mm, rec + _STATE)[0] == GRANTED
-                               and _U32.unpack_from(mm, _LENDING + 12)[0] == 1)
-                    _U32.pack_into(mm, _DIRTY, 0)
-                finally:
-                    _fcntl(self.fd, _SETLK, _MUTEX_OFF)
-                self._wake(woken)
-                if now >= check_at:
-                    check_at = now + CHECK_S
+            if now >= check_at:
+                watch = self._check(deadline, watch)
+                check_at = now + CHECK_S
+                woken = False
                 continue
-            if claimed and not spun and self.spin_s > 0:
-                spun = True  # a borrowed turn is short: watch for its end rather than sleep
-                if self._spin(min(deadline, now + self.spin_s)):
-                    continue
             self._futex_wait(rec + _WAKE, seen, min(deadline, check_at) - now)
+            woken = _U32.unpack_from(mm, rec)[0] != seen  # every wake moves the word first
 
-    def _spin(self, until: float) -> bool:
-        """Watch our state until we hold the turn or ``until``; True when we hold it."""
-        mm, at = self.mm, self.rec + _STATE
-        _U32.pack_into(mm, self.rec + _SPIN, 1)
-        try:
-            while time.monotonic() < until:
-                if _U32.unpack_from(mm, at)[0] == HOLDING:
-                    return True
-                os.sched_yield()  # the borrower may need this core
-            return False
-        finally:
-            # The borrower wakes us only when this reads 0. The futex_wait that follows
-            # compares ``wake`` under a kernel lock, so a hand-over made meanwhile is seen.
-            _U32.pack_into(mm, self.rec + _SPIN, 0)
+    def _spin(self, until: float) -> None:
+        """Watch for the turn's holder to let go, or ``until``."""
+        mm = self.mm
+        while _U32.unpack_from(mm, _HOLDER)[0] and time.monotonic() < until:
+            os.sched_yield()  # the holder may need this core
 
-    def _give_up(self) -> bool:
-        """The deadline passed: leave the queue, unless the turn is ours meanwhile."""
-        if not self._lock_mutex(time.monotonic() + GRACE_S):
-            return False  # still queued: passed over if granted, or resumed by the next enter()
+    def _check(self, deadline: float, watch: tuple[int, int] | None) -> tuple[int, int] | None:
+        """The periodic look at the head: remove it if dead; pass it over if it has left
+        the turn free for GRACE_S (as seen by this waiter). Returns what to watch next."""
+        woken, head = 0, 0
+        if not self._lock_mutex(deadline):
+            return watch
         try:
             self._begin()
-            state = self._u32(self.rec + _STATE)
-            borrower = self._u32(_LENDING + 4)
-            if state == HOLDING or (state == GRANTED and not (borrower and self._alive(borrower))):
-                _U32.pack_into(self.mm, self.rec + _STATE, HOLDING)
-                _LEND.pack_into(self.mm, _LENDING, 0, 0, 0, 0)
-                _U32.pack_into(self.mm, _DIRTY, 0)
-                self.ticket = self._u64(self.rec + _RTICKET)
-                return True
-            woken = self._drop_locked(self.me, IDLE)
+            head = _U32.unpack_from(self.mm, _HEAD)[0]
+            if head and head != self.me:
+                if not self._alive(head):
+                    woken, watch = self._unlink_locked(head, IDLE), None
+                elif self._turn_free():
+                    now = time.monotonic_ns()
+                    if watch is None or watch[0] != head:
+                        watch = (head, now)
+                    elif now - watch[1] >= _GRACE_NS:
+                        woken, watch = self._unlink_locked(head, PASSED), None
+                else:
+                    watch = None
             _U32.pack_into(self.mm, _DIRTY, 0)
         finally:
             self._unlock_mutex()
-        self._wake(woken)
+        if woken and woken != self.me:
+            self._wake(woken)
+        return watch
+
+    def _give_up(self) -> bool:
+        """The deadline passed: leave the queue. If the mutex is not had either (its holder
+        is stopped), the record stays queued: passed over in time, or resumed by the next
+        ``enter``."""
+        if self._lock_mutex(time.monotonic() + GRACE_S):
+            try:
+                self._begin()
+                woken = self._unlink_locked(self.me, IDLE)
+                _U32.pack_into(self.mm, _DIRTY, 0)
+            finally:
+                self._unlock_mutex()
+            self._wake(woken)  # the new head: the turn may be free
         return False
+
+    def _change(self, deadline: float | None, change, *args) -> bool:  # type: ignore[no-untyped-def]
+        if not self._lock_mutex(deadline):
+            return False
+        try:
+            self._begin()
+            change(*args)
+            _U32.pack_into(self.mm, _DIRTY, 0)
+        finally:
+            self._unlock_mutex()
+        return True
 
     def places(self) -> list[Place]:
         self._lock_mutex(None)
         try:
             self._begin()
-            borrower = self._u32(_LENDING + 4)
-            places = [Place(self._u32(self._at(borrower) + _PID), "borrowing")] if borrower else []
+            holder = _U32.unpack_from(self.mm, _HOLDER)[0]
+            places = []
+            if holder & ~_BORROWED and (self.holding or not self._turn_free()):  # (our own lock never conflicts)
+                state: Literal["holding", "borrowing"] = "borrowing" if holder & _BORROWED else "holding"
+                places.append(Place(self._u32(self._at(holder & ~_BORROWED) + _PID), state))
             slot = self._u32(_HEAD)
             while slot and len(places) <= SLOTS:
-                at = self._at(slot)
-                if (state := _STATE_NAMES.get(self._u32(at + _STATE))) is not None:
-                    places.append(Place(self._u32(at + _PID), state))
-                slot = self._u32(at + _NEXT)
+                places.append(Place(self._u32(self._at(slot) + _PID), "waiting"))
+                slot = self._u32(self._at(slot) + _NEXT)
             _U32.pack_into(self.mm, _DIRTY, 0)
             return places
         finally:
             self._unlock_mutex()
 
-    # -- changes of the shared state (mutex held, ``dirty`` set) ------------------------------
+    # -- changes of the queue (mutex held, ``dirty`` set) -------------------------------------
 
-    def _begin(self) -> tuple[int, int, int]:
-        """Rebuild if a process died mid-change; mark a change in progress; the header."""
-        mm = self.mm
-        dirty, head, tail, ticket = _HDR.unpack_from(mm, _DIRTY)
+    def _begin(self) -> None:
+        """Rebuild if a process died mid-change; then mark a change in progress."""
+        dirty, head, tail, _ = _QUEUE.unpack_from(self.mm, _DIRTY)
         if dirty or (head == 0) != (tail == 0):
             self._rebuild_locked()
-            dirty, head, tail, ticket = _HDR.unpack_from(mm, _DIRTY)
-        _U32.pack_into(mm, _DIRTY, 1)
-        return head, tail, ticket
+        _U32.pack_into(self.mm, _DIRTY, 1)
 
-    def _take_locked(self) -> int:
-        """We were granted the turn: take it, or claim it if a live borrower has it (the
-        borrower hands it over when done). Returns a slot to wake (none: 0)."""
-        if self._u32(self.rec + _STATE) != GRANTED:
-            return 0
-        granter, borrower, borrows, _ = _LEND.unpack_from(self.mm, _LENDING)
-        if borrower and self._alive(borrower):
-            _LEND.pack_into(self.mm, _LENDING, granter, borrower, borrows, 1)
-        else:
-            _U32.pack_into(self.mm, self.rec + _STATE, HOLDING)
-            _LEND.pack_into(self.mm, _LENDING, 0, 0, 0, 0)
-        return 0
-
-    def _return_locked(self) -> int:
-        """A borrowed turn ends: the head that claimed it meanwhile now holds it."""
-        granter, borrower, borrows, claimed = _LEND.unpack_from(self.mm, _LENDING)
-        if borrower != self.me:
-            return 0  # cleared by a repair or a rebuild while we had it
-        head = self._u32(_HEAD)
-        if claimed and head and self._u32(self._at(head) + _STATE) == GRANTED:
-            return self._promote_locked(head)
-        _LEND.pack_into(self.mm, _LENDING, granter, 0, borrows, 0)
-        return 0
-
-    def _insert_after_locked(self, prev: int, ticket: int) -> None:
-        mm, at = self.mm, self._at(prev)
-        nxt = self._u32(at + _NEXT)
-        _REC.pack_into(mm, self.rec, self._u32(self.rec + _WAKE), WAITING, prev, nxt, ticket, 0, self.pid, 0)
-        _U32.pack_into(mm, at + _NEXT, self.me)
+    def _append_locked(self, front: bool) -> None:
+        """Queue this participant at the tail, or (passed over: it was first) behind the head."""
+        mm, me = self.mm, self.me
+        _, head, tail, seq = _QUEUE.unpack_from(mm, _DIRTY)
+        prev = head if front else tail
+        nxt = self._u32(self._at(prev) + _NEXT) if prev else 0
+        _REC.pack_into(mm, self.rec, self._u32(self.rec + _WAKE), WAITING, prev, nxt, seq + 1, self.pid, 0)
+        if prev:
+            _U32.pack_into(mm, self._at(prev) + _NEXT, me)
         if nxt:
-            _U32.pack_into(mm, self._at(nxt) + _PREV, self.me)
-        else:
-            _U32.pack_into(mm, _TAIL, self.me)
-        _U64.pack_into(mm, _TICKET, ticket)
+            _U32.pack_into(mm, self._at(nxt) + _PREV, me)
+        _QUEUE.pack_into(mm, _DIRTY, 1, head or me, me if nxt == 0 else tail, seq + 1)
 
-    def _drop_locked(self, slot: int, state: int, granter: int = 0) -> int:
-        """Unlink ``slot`` if queued and set its state. If it was the head, its successor is
-        granted the turn (``granter`` may borrow it until taken): returned, to be woken
-        after the unlock (none: 0)."""
+    def _unlink_locked(self, slot: int, state: int) -> int:
+        """Take ``slot`` out of the queue (if in it) and set its state. Returns the new head
+        if ``slot`` was the head (0 otherwise), for the caller to wake after the unlock."""
         mm, at = self.mm, self._at(slot)
-        if self._u32(at + _STATE) not in _LINKED:
+        if self._u32(at + _STATE) != WAITING:
             _U32.pack_into(mm, at + _STATE, state)
             return 0
         prev, nxt = self._u32(at + _PREV), self._u32(at + _NEXT)
@@ -458,89 +459,27 @@ class _Queue:
             _U32.pack_into(mm, self._at(nxt) + _PREV, prev)
         else:
             _U32.pack_into(mm, _TAIL, prev)
-        _WS.pack_into(mm, at, self._u32(at + _WAKE), state)
-        _U64.pack_into(mm, at + _PREV, 0)
-        if prev == 0 and nxt:
-            self._grant_locked(nxt, granter)
-            return nxt
-        return 0
-
-    def _promote_locked(self, slot: int) -> int:
-        """The head that claimed a borrowed turn now holds it; returns it to wake unless it
-        spins. The wake word moves, so a futex_wait racing with this returns at once."""
-        at = self._at(slot)
-        _WS.pack_into(self.mm, at, (self._u32(at + _WAKE) + 1) & 0xFFFFFFFF, HOLDING)
-        _LEND.pack_into(self.mm, _LENDING, 0, 0, 0, 0)
-        return 0 if self._u32(at + _SPIN) else slot
-
-    def _grant_locked(self, slot: int, granter: int) -> None:
-        mm, at = self.mm, self._at(slot)
-        _U64.pack_into(mm, at + _GRANTED, time.monotonic_ns())
-        _WS.pack_into(mm, at, (self._u32(at + _WAKE) + 1) & 0xFFFFFFFF, GRANTED)
-        # A borrower of the previous grant (if any) keeps its turn; the new head claims it.
-        _LEND.pack_into(mm, _LENDING, granter, self._u32(_LENDING + 4), 0, 0)
-
-    def _repair_locked(self) -> int:
-        """Clear a dead borrower, remove dead heads, pass over a head that has not taken its
-        granted turn, re-queue this participant if it was passed over. Returns a slot to
-        wake (none: 0)."""
-        woken = 0
-        borrower, claimed = self._u32(_LENDING + 4), self._u32(_LENDING + 12)
-        if borrower and borrower != self.me and not self._alive(borrower):
-            _LEND.pack_into(self.mm, _LENDING, 0, 0, 0, 0)
-            head = self._u32(_HEAD)
-            if claimed and head and self._u32(self._at(head) + _STATE) == GRANTED:
-                woken, claimed = self._promote_locked(head), 0
-        while (head := self._u32(_HEAD)) and head != self.me:
-            at = self._at(head)
-            state = self._u32(at + _STATE)
-            if state not in _LINKED or self._u32(at + _PREV):  # torn by a death: relink
-                self._rebuild_locked()
-                continue
-            if not self._alive(head):
-                woken = self._drop_locked(head, IDLE)
-            elif state == GRANTED and not claimed and time.monotonic_ns() - self._u64(at + _GRANTED) > GRACE_S * 1e9:
-                woken = self._drop_locked(head, PASSED)
-            elif state == WAITING:  # after a rebuild whose grant was not seen
-                self._grant_locked(head, 0)
-                woken = head
-                break
-            else:
-                break
-        if self._u32(self.rec + _STATE) not in _LINKED:
-            head, tail, ticket = _HDR.unpack_from(self.mm, _DIRTY)[1:]
-            if head:
-                self._insert_after_locked(head, ticket + 1)
-            else:
-                _REC.pack_into(self.mm, self.rec, self._u32(self.rec + _WAKE), WAITING, 0, 0, ticket + 1, 0,
-                               self.pid, 0)
-                _HDR.pack_into(self.mm, _DIRTY, 1, self.me, self.me, ticket + 1)
-                self._grant_locked(self.me, 0)
-        return 0 if woken == self.me else woken
+        _REC.pack_into(mm, at, self._u32(at + _WAKE), state, 0, 0, 0, self._u32(at + _PID), 0)
+        return nxt if prev == 0 else 0
 
     def _rebuild_locked(self) -> None:
-        """A process died mid-change: relink the records of live participants, turn
-        holders first, then waiters, each by ticket. Runs rarely; reads every record."""
+        """A process died mid-change: relink the waiting records of live participants by
+        arrival. Runs rarely; reads every record."""
         mm = self.mm
         queued = []
         for slot in range(1, SLOTS + 1):
             at = self._at(slot)
             state = self._u32(at + _STATE)
-            if state in _LINKED and (slot == self.me or self._alive(slot)):
-                queued.append((state == WAITING, self._u64(at + _RTICKET), slot))
-            elif state != IDLE:
+            if state == WAITING and (slot == self.me or self._alive(slot)):
+                queued.append((self._u64(at + _RSEQ), slot))
+            elif state != IDLE and not self._alive(slot):
                 _U32.pack_into(mm, at + _STATE, IDLE)
-        queued.sort()
-        order = [slot for _, _, slot in queued]
+        order = [slot for _, slot in sorted(queued)]
         for i, slot in enumerate(order):
-            at = self._at(slot)
-            _U32.pack_into(mm, at + _PREV, order[i - 1] if i else 0)
-            _U32.pack_into(mm, at + _NEXT, order[i + 1] if i + 1 < len(order) else 0)
-        tickets = [self._u64(_TICKET)] + [ticket for _, ticket, _ in queued]
-        _HDR.pack_into(mm, _DIRTY, 1, order[0] if order else 0, order[-1] if order else 0, max(tickets))
-        _LEND.pack_into(mm, _LENDING, 0, 0, 0, 0)
-        if order and self._u32(self._at(order[0]) + _STATE) == WAITING:
-            self._grant_locked(order[0], 0)  # woken by the waiters' periodic check at the latest
+            _U32.pack_into(mm, self._at(slot) + _PREV, order[i - 1] if i else 0)
+            _U32.pack_into(mm, self._at(slot) + _NEXT, order[i + 1] if i + 1 < len(order) else 0)
+        seq = max([self._u64(_SEQ)] + [s for s, _ in queued])
+        _QUEUE.pack_into(mm, _DIRTY, 1, order[0] if order else 0, order[-1] if order else 0, seq)
 
     # -- primitives --------------------------------------------------------------------------
 
@@ -560,7 +499,7 @@ class _Queue:
         for i in range(SLOTS):
             slot = (start + i) % SLOTS + 1
             try:
-                _fcntl(self.fd, _SETLK, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, _LIVE + slot, 1, 0))
+                _fcntl(self.fd, _SETLK, _flock(fcntl.F_WRLCK, _LIVE + slot))
                 return slot
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -570,8 +509,11 @@ class _Queue:
     def _alive(self, slot: int) -> bool:
         if slot == self.me:
             return True  # our own lock never conflicts with us
-        probe = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, _LIVE + slot, 1, 0)
-        return _FLOCK.unpack(_fcntl(self.fd, fcntl.F_OFD_GETLK, probe))[0] != fcntl.F_UNLCK
+        probe = _fcntl(self.fd, _GETLK, _flock(fcntl.F_WRLCK, _LIVE + slot))
+        return _FLOCK.unpack(probe)[0] != fcntl.F_UNLCK
+
+    def _turn_free(self) -> bool:
+        return _FLOCK.unpack(_fcntl(self.fd, _GETLK, _TURN_ON))[0] == fcntl.F_UNLCK
 
     def _lock_mutex(self, deadline: float | None) -> bool:
         """Take the mutex. With a deadline, give up (False) when it passes: a holder stopped
@@ -601,8 +543,12 @@ class _Queue:
         _syscall(_NR, ctypes.c_void_p(self.base + offset), _WAIT_OP, ctypes.c_long(seen), ctypes.byref(ts), None, _ZERO)
 
     def _wake(self, slot: int) -> None:
+        """Wake ``slot``'s owner. The word moves first, so an owner that read it before and
+        is only now going to sleep does not sleep through this."""
         if slot:
-            _syscall(_NR, ctypes.c_void_p(self.base + self._at(slot) + _WAKE), _WAKE_OP, _ONE, None, None, _ZERO)
+            at = self._at(slot)
+            _U32.pack_into(self.mm, at + _WAKE, (_U32.unpack_from(self.mm, at + _WAKE)[0] + 1) & 0xFFFFFFFF)
+            _syscall(_NR, ctypes.c_void_p(self.base + at + _WAKE), _WAKE_OP, _ONE, None, None, _ZERO)
 
     def close(self) -> None:
         if self.mm is not None:
