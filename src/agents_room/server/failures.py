@@ -9,6 +9,7 @@ harness keeps in its MCP log.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,16 @@ def json_type(value: Any) -> str:
     return _JSON_TYPES.get(type(value), type(value).__name__)
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
+def shown_name(name: Any) -> str:
+    """An argument name as the error text shows it: as is when it is a plain name, else quoted
+    (an empty name, spaces, a colon, a NUL would make ``invalid_argument: <field>:`` unreadable)."""
+    text = str(name)
+    return text if _PLAIN_NAME.fullmatch(text) else ascii(text[:60])
+
+
 def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> None:
     """Refuse an argument the tool does not take, or a required one that is missing, naming
     it. (The SDK silently drops unknown arguments: a misspelt ``sesion_id`` would then be
@@ -36,7 +47,7 @@ def check_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str
     for name in arguments:
         if name not in known:
             raise InvalidArgument(
-                str(name)[:64], f"{tool} takes no such argument; its arguments are {', '.join(known) or 'none'}"
+                shown_name(name), f"{tool} takes no such argument; its arguments are {', '.join(known) or 'none'}"
             )
     for name in schema.get("required", ()):
         if name not in arguments:
