@@ -198,7 +198,11 @@ class _Turn:
                         raise
             if not queue.enter(time.monotonic() + adm.timeout_s):
                 raise adm.busy()
-        except BaseException:
+        except StoreBusy:
+            lock.release()
+            raise
+        except BaseException:  # interrupted (KeyboardInterrupt, say): hold nothing, leave the line
+            queue.abandon()
             lock.release()
             raise
 
@@ -278,6 +282,15 @@ class _Queue:
             self._unlock_mutex()
         return self._wait(deadline)
 
+    def abandon(self) -> None:
+        """After an exception part-way through ``enter``: let go of the turn if we took it
+        (unlocking what we do not hold is a no-op) and leave the queue, best effort."""
+        if self.holding:
+            self.leave()
+        else:
+            _fcntl(self.fd, _SETLK, _TURN_OFF)
+            self._give_up()
+
     def leave(self) -> None:
         mm = self.mm
         if _U32.unpack_from(mm, _HEAD)[0] and not _U32.unpack_from(mm, _HOLDER)[0] & _BORROWED:
@@ -328,8 +341,8 @@ class _Queue:
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
-                if woken:  # woken by a release, yet taken: borrowed; its end is near
-                    _U32.pack_into(mm, rec + _CLAIMED, 1)
+                if woken:  # woken by a release, yet taken: borrowed, and its end is near
+                    _U32.pack_into(mm, rec + _CLAIMED, 1)  # no more borrowing: we are running
                     if not spun and self.spin_s > 0:
                         spun = True
                         self._spin(min(deadline, time.monotonic() + self.spin_s))
