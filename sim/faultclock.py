@@ -69,6 +69,20 @@ class Jump:
     after: float  # offset after
 
 
+def jump(store: Any, clock: SharedClock, seconds: float) -> Jump:
+    """Jump ``clock`` (the one ``store`` and every agent's store read) by ``seconds`` inside a
+    write transaction, after the store's own sweep of expired leases at the old time. Raises
+    ``StoreBusy`` when the write lock is not had in time (nothing changed then)."""
+    from agents_room.store import leases
+
+    with store.db.write() as tx:
+        leases.sweep(tx)
+        last = tx.scalar("SELECT coalesce(max(seq), 0) FROM events")
+        before, wall = clock.offset(), time.time()
+        clock.shift(seconds)
+    return Jump(last + 1, wall, before, before + seconds)
+
+
 def jumps_from(faults: list[dict[str, Any]]) -> list[Jump]:
     """The clock jumps the nemesis recorded in ``samples.jsonl``."""
     out = [Jump(int(f["boundary_seq"]), float(f["wall"]), float(f["offset_before"]), float(f["offset_after"]))

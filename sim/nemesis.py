@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .faultclock import SharedClock
+from .faultclock import SharedClock, jump
 from .faultplan import Faults
 
 if TYPE_CHECKING:
@@ -347,20 +347,16 @@ class Nemesis:
     def _jump(self, p: Planned, now_ns: int) -> bool:
         """Shift the shared clock inside a write transaction, after the store's own sweep at
         the old time. ``False`` (try again next tick) if the write lock was busy."""
-        from agents_room.store import StoreBusy, leases
+        from agents_room.store import StoreBusy
 
         assert self.clock is not None
         try:
-            with self.store().db.write() as tx:
-                leases.sweep(tx)
-                last = tx.scalar("SELECT coalesce(max(seq), 0) FROM events")
-                before, wall = self.clock.offset(), time.time()
-                self.clock.shift(p.value)
+            done = jump(self.store(), self.clock, p.value)
         except StoreBusy:
             return False
         self.jumped.append((now_ns, p.value))
-        self._record("clock_jump", now_ns, None, shift_s=p.value, offset_before=before, offset_after=before + p.value,
-                     boundary_seq=last + 1, wall=wall)
+        self._record("clock_jump", now_ns, None, shift_s=p.value, offset_before=done.before, offset_after=done.after,
+                     boundary_seq=done.boundary_seq, wall=done.wall)
         return True
 
     def _limit(self, proc: AgentProc) -> dict[str, Any]:
