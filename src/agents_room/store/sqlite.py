@@ -28,6 +28,11 @@ DEFAULT_BUSY_TIMEOUT_S = 5.0
 # The pages one transaction may need beyond the cache before SQLite spills; a 4 MiB
 # page cache keeps the hot tables of a busy store in memory.
 _CACHE_KIB = 4096
+# The WAL's size past which a writer restarts it (see Database._bound_wal), checked every
+# _WAL_CHECK_EVERY commits of a connection (a stat of the -wal file, never an open()).
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+_WAL_CHECK_EVERY = 32
+_WAL_RESTART_WAIT_MS = 20
 
 
 def default_path() -> Path:
@@ -113,6 +118,7 @@ class Database:
         self.clock = clock
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
+        self._commits = 0
         try:
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves. Python 3.11's
             # "IMMEDIATE" only begins before the first write statement, which would run a
@@ -160,6 +166,28 @@ class Database:
                 if isinstance(exc, sqlite3.Error):
                     raise _translate(exc, self.path) from exc
                 raise
+            self._bound_wal()
+
+    def _bound_wal(self) -> None:
+        """Keep the WAL from growing without end. SQLite's automatic checkpoint is passive:
+        with many processes there is nearly always a reader on the log, so it copies pages
+        but never gets to restart the log, and the file grows (hundreds of MiB a minute under
+        load). Every few commits, if the WAL is past its limit, this process waits (bounded
+        by the busy timeout) for the readers to move off it and restarts it; SQLite then
+        truncates the file to ``journal_size_limit``."""
+        self._commits += 1
+        if self._commits % _WAL_CHECK_EVERY or self.wal_bytes() < WAL_LIMIT_BYTES:
+            return
+        # Copy the log into the database first without blocking writers (PASSIVE); the
+        # restart then holds the write lock only for the few frames left and a short wait
+        # for readers, and gives up (until a later commit) rather than stall every writer.
+        self.conn.execute(f"PRAGMA busy_timeout={_WAL_RESTART_WAIT_MS}")
+        try:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+                self.conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+        finally:
+            self.conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
@@ -290,6 +318,7 @@ def _configure(db: Database, verify: bool = True) -> None:
         # commits. FULL would sync every commit at a large cost under many writers.
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         conn.execute("PRAGMA foreign_keys=OFF")
         check = conn.execute("PRAGMA quick_check").fetchone()[0] if verify else "ok"
         if check != "ok":
