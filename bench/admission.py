@@ -42,7 +42,7 @@ PATHS = [f"src/file_{i}.py" for i in range(8)]
 MODES: dict[str, tuple[dict | None, bool]] = {
     "default": (None, False),
     "admission": ({}, True),
-    "admission-strict": ({"borrow_max": 0, "spin_s": 0.0}, True),  # strict FIFO: no borrowed turns
+    "admission-strict": ({"borrow_max": 0}, True),  # strict FIFO: no borrowed turns
     "admission-ckpt-in-turn": ({}, False),  # SQLite's auto-checkpoint, inside the turn
 }
 CHECKPOINT_TURNS = 500  # one PASSIVE checkpoint every this many turns (~1000 WAL pages here)

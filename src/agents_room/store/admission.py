@@ -22,11 +22,14 @@ and the kernel drops them when their process dies, however it dies.
 - while anyone is queued, newcomers queue too. The head sleeps in ``futex(FUTEX_WAIT)`` on
   its record's ``wake`` word (a kernel wake-up, no polling); whoever releases the turn
   bumps that word and wakes it, and the head takes the turn and leaves the queue.
-- *borrowing*: the woken head needs a CPU before it can use the turn, tens of microseconds
-  on an idle core, far more on a busy machine, while the releaser is running. Until the
-  head has woken, the releaser may take up to ``BORROW_MAX`` more turns within ``BORROW_S``;
-  the head, once awake, spins briefly for the end of the borrowed turn (it is short). This
-  keeps the write lock busy as SQLite's own handler does, with the unfairness bounded.
+- *borrowing*: the woken head needs a CPU before it can use the turn (hundreds of
+  microseconds measured on a 2-core VM, milliseconds when it is busy), while the
+  releaser is running. Until the head has woken, the releaser may take up to
+  ``BORROW_MAX`` more turns within ``BORROW_S`` of its release; a head that wakes to find
+  the turn borrowed ends the borrowing and takes the turn at its release. This keeps the
+  write lock busy as SQLite's own handler does, with the unfairness bounded. (Spinning
+  instead of sleeping, or waking the head early to spin, was measured slower: on a busy
+  machine the spinner takes the CPU the holder needs.)
 - every ``CHECK_S`` of waiting, the head retries the turn (its holder may have died), and
   the others look at the head: a dead head is removed, and a live head that leaves the
   turn free for ``GRACE_S`` (stopped) is passed over; it re-queues at the front later.
@@ -64,7 +67,6 @@ CHECK_S = 0.05  # how often a waiter checks the turn and the head: the recovery 
 GRACE_S = 0.2  # a head that leaves the turn free this long is passed over
 BORROW_MAX = 32  # turns a releaser may borrow while the head it woke is not yet running
 BORROW_S = 0.002  # … within this long after its release
-SPIN_S = 0.002  # a woken head that finds the turn borrowed spins this long, then sleeps
 
 _MAGIC, _VERSION = b"ARQ2", 2
 _HEADER_SIZE, _REC_SIZE = 64, 64
@@ -122,23 +124,21 @@ class WriteAdmission:
     ``with admission.turn(): BEGIN IMMEDIATE … COMMIT`` — enter right before BEGIN, leave
     right after COMMIT or ROLLBACK. Raises ``StoreBusy`` when the turn is not had within
     ``timeout_s`` (nothing was changed). Thread-safe: threads of one instance take turns
-    among themselves. Not re-entrant. Tuning (see the module's docstring): ``borrow_max=0``
-    is strict FIFO; ``spin_s=0`` never spins."""
+    among themselves. Not re-entrant. ``borrow_max`` and ``borrow_s`` tune borrowing (see
+    the module's docstring); ``borrow_max=0`` is strict FIFO."""
 
     def __init__(self, db_path: Path, timeout_s: float, *, borrow_max: int = BORROW_MAX,
-                 borrow_s: float = BORROW_S, spin_s: float = SPIN_S) -> None:
+                 borrow_s: float = BORROW_S) -> None:
         if not (isinstance(timeout_s, int | float) and timeout_s > 0):
             raise InvalidArgument("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
         if not (isinstance(borrow_max, int) and borrow_max >= 0):
             raise InvalidArgument("borrow_max", f"must be a whole number >= 0, got {borrow_max!r}")
         if not (isinstance(borrow_s, int | float) and 0 <= borrow_s < GRACE_S):
             raise InvalidArgument("borrow_s", f"must be >= 0 and below {GRACE_S} s, got {borrow_s!r}")
-        if not (isinstance(spin_s, int | float) and 0 <= spin_s < timeout_s):
-            raise InvalidArgument("spin_s", f"must be >= 0 and below timeout_s, got {spin_s!r}")
         self.path = Path(f"{db_path}-admission")
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._queue: _Queue | None = _Queue(self.path, borrow_max, borrow_s, float(spin_s)) if SUPPORTED else None
+        self._queue: _Queue | None = _Queue(self.path, borrow_max, borrow_s) if SUPPORTED else None
         self._turn = _Turn(self)
 
     @property
@@ -219,8 +219,8 @@ class _Queue:
     """One participant's handle on the side file (see the module's docstring). Methods
     named ``_…_locked`` run with the mutex held, after :meth:`_begin` set ``dirty``."""
 
-    def __init__(self, path: Path, borrow_max: int, borrow_s: float, spin_s: float) -> None:
-        self.borrow_max, self.borrow_ns, self.spin_s = borrow_max, int(borrow_s * 1e9), spin_s
+    def __init__(self, path: Path, borrow_max: int, borrow_s: float) -> None:
+        self.borrow_max, self.borrow_ns = borrow_max, int(borrow_s * 1e9)
         self.ticket = 0
         self.holding = False
         self.pid = os.getpid()
@@ -324,7 +324,7 @@ class _Queue:
     def _wait(self, deadline: float) -> bool:
         mm, rec, me = self.mm, self.rec, self.me
         check_at = time.monotonic() + CHECK_S
-        woken = spun = False
+        woken = False
         watch: tuple[int, int] | None = None  # (head, since when it has left the turn free)
         while True:
             seen, state = _U32.unpack_from(mm, rec)[0], _U32.unpack_from(mm, rec + _STATE)[0]
@@ -341,12 +341,8 @@ class _Queue:
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
-                if woken:  # woken by a release, yet taken: borrowed, and its end is near
-                    _U32.pack_into(mm, rec + _CLAIMED, 1)  # no more borrowing: we are running
-                    if not spun and self.spin_s > 0:
-                        spun = True
-                        self._spin(min(deadline, time.monotonic() + self.spin_s))
-                        continue
+                if woken:  # woken by a release, yet taken: borrowed. No more borrowing.
+                    _U32.pack_into(mm, rec + _CLAIMED, 1)
             now = time.monotonic()
             if now >= deadline:
                 return self._give_up()
@@ -357,12 +353,6 @@ class _Queue:
                 continue
             self._futex_wait(rec + _WAKE, seen, min(deadline, check_at) - now)
             woken = _U32.unpack_from(mm, rec)[0] != seen  # every wake moves the word first
-
-    def _spin(self, until: float) -> None:
-        """Watch for the turn's holder to let go, or ``until``."""
-        mm = self.mm
-        while _U32.unpack_from(mm, _HOLDER)[0] and time.monotonic() < until:
-            os.sched_yield()  # the holder may need this core
 
     def _check(self, deadline: float, watch: tuple[int, int] | None) -> tuple[int, int] | None:
         """The periodic look at the head: remove it if dead; pass it over if it has left
