@@ -40,7 +40,7 @@ OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
 KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": OPS, "bare": ("lease_claim",), "serve": OPS}
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
                 "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN", "AGENTS_ROOM_WAKE_LEVER")
-BARRIER_S = 0.3  # from "go" to the common start: every worker has read its line by then
+BARRIER_S = 0.1  # from "go" to the common start (plus 4 ms per worker): every worker has read its line by then
 
 
 class BenchError(RuntimeError):
@@ -188,11 +188,12 @@ class Group:
     def window(self, op: str) -> tuple[list[dict[str, Any]], list[int]]:
         """One measured window of ``op`` on every worker at once: what each worker timed,
         and the RSS of each server process at the end."""
-        start = time.monotonic_ns() + int(BARRIER_S * 1e9)
+        barrier_s = BARRIER_S + 0.004 * self.procs
+        start = time.monotonic_ns() + int(barrier_s * 1e9)
         measure = start + int(self.opts.warmup * 1e9)
         end = measure + int(self.opts.seconds * 1e9)
         self.tell(f"go {op} {start} {measure} {end}")
-        done = self.expect("done", BARRIER_S + self.opts.warmup + self.opts.seconds + 60)
+        done = self.expect("done", barrier_s + self.opts.warmup + self.opts.seconds + 60)
         return done, [r for r in (vm_rss_kib(pid) for pid in self.server_pids) if r]
 
     def close(self) -> None:

@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
                      "`agents-room serve` per agent over stdio")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
+    run.add_argument("--sweep", metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
+                     "agents=8,16,32,64), then sweep.json, sweep.png and the knee; default driver mcp")
     run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
                      "created if absent) instead of a fresh one under --out; a file that is not a healthy agents-room "
                      "store, or one live agents use, is refused and left as it was")
@@ -42,6 +44,10 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from .layout import default_out
     from .runner import run_scenario
 
+    if args.sweep:
+        from .bench_sweep import command as sweep_command
+
+        return sweep_command(args, console)
     try:
         scenario = load(args.scenario).with_overrides(
             duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver)
