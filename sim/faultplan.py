@@ -7,6 +7,7 @@ documents every key; ``sim/nemesis.py`` carries the plan out.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -156,3 +157,35 @@ def to_dict(faults: Faults) -> dict[str, Any]:
     if faults.garbage_store:
         out["garbage_store"] = {"damage": list(faults.garbage_store)}
     return out
+
+
+@dataclass
+class Planned:
+    """One fault the nemesis is to inject, at a monotonic time."""
+
+    at_ns: int
+    kind: str
+    value: float = 0.0  # clock_jump: the shift
+    attempt: int = 1
+
+
+def schedule(faults: Faults, duration_s: float, start_ns: int, rng: random.Random) -> list[Planned]:
+    """When each fault is due: a timed kind's ``count`` at uniform random moments of its
+    window, or Poisson arrivals at its ``rate_per_s``; the clock jumps evenly spaced over
+    their window, in order."""
+    lo, hi = faults.window(duration_s)
+    out = []
+    for kind, spec in faults.timed:
+        a, b = spec.window_s or (lo, hi)
+        if spec.count:
+            times = sorted(rng.uniform(a, b) for _ in range(spec.count))
+        else:
+            times, t = [], a
+            while (t := t + rng.expovariate(spec.rate_per_s)) < b:
+                times.append(t)
+        out += [Planned(start_ns + int(t * 1e9), kind) for t in times]
+    n = len(faults.clock_jumps_s)
+    a, b = faults.clock_window_s or (lo, hi)
+    for i, jump in enumerate(faults.clock_jumps_s):
+        out.append(Planned(start_ns + int((a + (i + 1) * (b - a) / (n + 1)) * 1e9), "clock_jump", jump))
+    return sorted(out, key=lambda p: p.at_ns)

@@ -25,19 +25,19 @@ happen whenever due, never to the agent of the running episode. Every fault is a
 
 from __future__ import annotations
 
+import contextlib
 import os
-import queue
 import random
 import resource
 import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .faultclock import SharedClock, jump
-from .faultplan import Faults
+from .faultplan import Faults, Planned, schedule
+from .reaper import Reaper, process_state
 
 if TYPE_CHECKING:
     from .runner import AgentProc, Runner
@@ -48,14 +48,6 @@ END_MARGIN_S = 0.5  # every episode is over this long before the run's end
 
 
 @dataclass
-class Planned:
-    at_ns: int
-    kind: str
-    value: float = 0.0  # clock_jump: the shift
-    attempt: int = 1
-
-
-@dataclass
 class Episode:
     planned: Planned
     proc: AgentProc | None  # the victim, once known
@@ -63,24 +55,6 @@ class Episode:
     stopped_ns: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
     armed: list[AgentProc] = field(default_factory=list)  # agents told to stop themselves
-
-
-def process_state(pid: int) -> str:
-    """The one-letter state of ``/proc/<pid>/stat`` (``T``: stopped), ``""`` if gone."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
-
-
-def children(pid: int) -> list[int]:
-    out = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-    except OSError:
-        pass
-    return out
 
 
 class Nemesis:
@@ -97,8 +71,7 @@ class Nemesis:
         self.jumped: list[tuple[int, float]] = []  # (when, shift)
         self._store: Any = None
         self._pin: Any = None
-        self._prunes: queue.Queue[str | None] = queue.Queue()
-        self._pruner: threading.Thread | None = None
+        self.reaper = Reaper(runner, self.store)
         self._clock: SharedClock | None = None
         if self.plan.clock_jumps_s:  # the file is made by whoever maps it first, offset 0
             runner.agent_config["clock_file"] = str(runner.layout.out / "store" / "clock")
@@ -107,22 +80,7 @@ class Nemesis:
     # -- planning ----------------------------------------------------------------------------------
 
     def _plan(self, start_ns: int) -> None:
-        duration = self.runner.scn.run.duration_s
-        lo, hi = self.plan.window(duration)
-        for kind, spec in self.plan.timed:
-            a, b = spec.window_s or (lo, hi)
-            if spec.count:
-                times = sorted(self.rng.uniform(a, b) for _ in range(spec.count))
-            else:
-                times, t = [], a
-                while (t := t + self.rng.expovariate(spec.rate_per_s)) < b:
-                    times.append(t)
-            self.pending += [Planned(start_ns + int(t * 1e9), kind) for t in times]
-        n = len(self.plan.clock_jumps_s)
-        a, b = self.plan.clock_window_s or (lo, hi)
-        for i, jump in enumerate(self.plan.clock_jumps_s):
-            self.pending.append(Planned(start_ns + int((a + (i + 1) * (b - a) / (n + 1)) * 1e9), "clock_jump", jump))
-        self.pending.sort(key=lambda p: p.at_ns)
+        self.pending = schedule(self.plan, self.runner.scn.run.duration_s, start_ns, self.rng)
         self.planned = True
 
     def _victim(self, exclude: set[int] | None = None) -> AgentProc | None:
@@ -196,7 +154,11 @@ class Nemesis:
             if now_ns + hold_ns > last_ns:
                 self._miss(p, "too late in the run")
                 return
-            self.episode = Episode(p, proc, now_ns + hold_ns, now_ns, self._limit(proc))
+            try:
+                self.episode = Episode(p, proc, now_ns + hold_ns, now_ns, self._limit(proc))
+            except ProcessLookupError:
+                self._pin.db.conn.execute("COMMIT")
+                self._miss(p, f"{proc.name} exited first")
             return
         deadline = min(now_ns + int(ARM_S[p.kind] * 1e9), last_ns - self._hold_ns(p.kind))
         if deadline <= now_ns:
@@ -261,14 +223,16 @@ class Nemesis:
         keep = []
         for a, until in self.watch:
             if a.popen.poll() is None and process_state(a.popen.pid) in ("T", "t"):
-                os.kill(a.popen.pid, signal.SIGCONT)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(a.popen.pid, signal.SIGCONT)
             if now_ns <= until + 200_000_000:
                 keep.append((a, until))
         self.watch = keep
 
     def _continue(self, e: Episode, now_ns: int) -> None:
         assert e.proc is not None
-        os.kill(e.proc.popen.pid, signal.SIGCONT)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(e.proc.popen.pid, signal.SIGCONT)
         self._record(e.planned.kind, e.stopped_ns, now_ns, agent=e.proc.name, pid=e.proc.popen.pid,
                      wall=time.time() - (now_ns - e.stopped_ns) / 1e9, wall_end=time.time())
         self.episode = None
@@ -283,49 +247,9 @@ class Nemesis:
         self._kill_proc(proc, now_ns, "kill")
 
     def _kill_proc(self, proc: AgentProc, now_ns: int, kind: str) -> None:
-        kids = children(proc.popen.pid)  # an mcp agent's server would otherwise keep its session alive
-        proc.expected_exit = True
-        os.kill(proc.popen.pid, signal.SIGKILL)
-        for kid in kids:
-            try:
-                os.kill(kid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.popen.wait()
-        replacement = self.runner.spawn(proc.no, self.runner.next_generation(proc.no))
-        self.runner.agents.append(replacement)
+        replacement = self.reaper.kill(proc)
         self._record(kind, now_ns, None, agent=proc.name, pid=proc.popen.pid, generation=proc.generation,
                      replacement_generation=replacement.generation, wall=time.time())
-        self._prune_later(proc.harness_key)
-
-    def _prune_later(self, harness_key: str) -> None:
-        """The dead session is pruned, as ``agents-room prune --quiet-s <longest TTL>`` would:
-        until then its unread mail would be undecidable. Quiet that long, every lease it held
-        has run out by itself (each was granted or renewed by a call that touched it), so the
-        prune releases nothing early that its dead holder could still believe it holds."""
-        if self._pruner is None:
-            self._pruner = threading.Thread(target=self._prune_loop, daemon=True)
-            self._pruner.start()
-        self._prunes.put(harness_key)
-
-    def _prune_loop(self) -> None:
-        from agents_room.store import StoreBusy
-
-        quiet = max(self.runner.scn.workload.lease_ttl_s)
-        while (key := self._prunes.get()) is not None:
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                try:
-                    store = self.store()
-                    store.prune(quiet)
-                    with store.db.read() as tx:
-                        left = tx.scalar("SELECT count(*) FROM sessions WHERE harness_key = ? AND left_at IS NULL",
-                                         (key,))
-                    if not left:
-                        break
-                except StoreBusy:
-                    pass
-                time.sleep(0.2)
 
     # -- the store, the clock, the disk ---------------------------------------------------------------
 
@@ -413,10 +337,9 @@ class Nemesis:
         self.pending = []
         for a in self.runner.agents:  # nothing may stay stopped, whoever stopped it
             if a.popen.poll() is None and process_state(a.popen.pid) in ("T", "t"):
-                os.kill(a.popen.pid, signal.SIGCONT)
-        if self._pruner is not None:
-            self._prunes.put(None)
-            self._pruner.join()
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(a.popen.pid, signal.SIGCONT)
+        self.reaper.finish()
 
     def close(self) -> None:
         self.finish()

@@ -20,7 +20,7 @@ import pytest
 from agents_room.store import Store, StoreBusy
 from sim.checker import check
 from sim.faultclock import Jump, SharedClock, Timeline, jump, retime
-from sim.nemesis import process_state
+from sim.reaper import process_state
 from sim.replay import replay
 from sim.scenario import ScenarioError, load, parse, to_toml
 
