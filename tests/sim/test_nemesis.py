@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -241,6 +242,56 @@ def test_a_writer_killed_in_its_transaction_leaves_nothing_half_written(tmp_path
         assert store.lease_claim(other, str(repo / "x.py"), ttl_s=5).ok  # the dead claim never happened
         assert not [e for e in store.events() if e.kind == "lease_grant" and e.session_id == stopper]
         assert store.integrity_check() == "ok"
+
+
+CHILD_OVER_LIMIT = """
+import os, signal, sys
+from agents_room.store import RoomError, Store
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # as every simulated agent does: EFBIG, not death
+store = Store.open(sys.argv[1], busy_timeout_s=1)
+sid = store.room_join(cwd=sys.argv[2], pid=os.getpid(), label="full").session_id
+print(sid, flush=True)
+for _ in range(2):
+    sys.stdin.readline()
+    try:
+        print("granted" if store.lease_claim(sid, sys.argv[2] + "/x.py", ttl_s=60).ok else "denied", flush=True)
+    except RoomError as exc:
+        print(str(exc).replace(chr(10), " "), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_writer_over_its_file_size_limit_gets_a_clear_store_error_and_nobody_else_does(
+        tmp_path: Path, repo: Path) -> None:
+    """What the disk_full fault does, alone: the WAL pinned by a reader, one process's
+    RLIMIT_FSIZE set at the WAL's end (``prlimit``, from outside, as the nemesis does)."""
+    db = tmp_path / "room.db"
+    Store.open(db).close()
+    with subprocess.Popen([sys.executable, "-c", CHILD_OVER_LIMIT, str(db), str(repo)], cwd=ROOT, text=True,
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE) as child, \
+            Store.open(db, busy_timeout_s=1) as pin, Store.open(db, busy_timeout_s=1) as other:
+        assert child.stdin is not None and child.stdout is not None
+        full = child.stdout.readline().strip()
+        pin.db.conn.execute("BEGIN")
+        pin.db.conn.execute("SELECT count(*) FROM events").fetchone()
+        original = resource.prlimit(child.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(child.pid, resource.RLIMIT_FSIZE, (pin.db.wal_bytes(), original[1]))
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        said = child.stdout.readline().strip()
+        assert said.startswith(f"store_error: {db}: disk I/O error (SQLITE_IOERR_WRITE): the disk may be full"), said
+        me = other.room_join(cwd=str(repo), pid=os.getpid(), label="other").session_id  # nobody else is affected
+        assert other.lease_claim(me, str(repo / "y.py"), ttl_s=60).ok
+        resource.prlimit(child.pid, resource.RLIMIT_FSIZE, original)
+        pin.db.conn.execute("COMMIT")
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline().strip() == "granted"  # it carries on once there is room
+        child.stdin.close()
+        assert child.wait(20) == 0
+        grants = [e for e in other.events() if e.kind == "lease_grant" and e.session_id == full]
+        assert len(grants) == 1  # the failed claim left nothing behind
+        assert other.integrity_check() == "ok"
 
 
 # -- the fault scenario, end to end ----------------------------------------------------------------
