@@ -112,7 +112,8 @@ class Timeline:
         return expires_at - self.offsets[-1]
 
 
-def retime(events: list[Any], records: list[dict[str, Any]], jumps: list[Jump]) -> tuple[list[Any], list[dict[str, Any]]]:
+def retime(events: list[Any], records: list[dict[str, Any]],
+           jumps: list[Jump]) -> tuple[list[Any], list[dict[str, Any]]]:
     """Events and history records with every store time on the host clock. Records are
     copied only where they change; the history on disk keeps the store's own times."""
     if not jumps:

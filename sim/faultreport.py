@@ -41,10 +41,10 @@ def _dangling(ops: list[Op], agent: str, wall: float) -> Op | None:
 
 
 def _kills(ops: list[Op], done: list[dict[str, Any]]) -> dict[str, Any]:
-    died_in = [(_dangling(ops, f["agent"], f["wall"]) or None) for f in done]
-    names = [o.f for o in died_in if o is not None]
-    return {"died_mid_operation": len(names), "operations": sorted(names),
-            "observed": f"{len(names)} of {len(done)} died inside an operation ({', '.join(sorted(set(names))) or '-'})"}
+    names = sorted(o.f for f in done if (o := _dangling(ops, f["agent"], f["wall"])) is not None)
+    which = ", ".join(sorted(set(names))) or "-"
+    return {"died_mid_operation": len(names), "operations": names,
+            "observed": f"{len(names)} of {len(done)} died inside an operation ({which})"}
 
 
 def _pause_holder(ops: list[Op], done: list[dict[str, Any]], stale: list[dict[str, Any]]) -> dict[str, Any]:
@@ -100,8 +100,8 @@ def _garbage(nemesis: Any, layout: Any) -> tuple[dict[str, Any], list[str]]:
                 f"{r.message}" for r in results if not r.ok]
     refused = sum(r.ok for r in results)
     return {"injected": len(copies), "refusals": [r.to_dict() for r in results], "exercised": refused == len(results),
-            "observed": f"{refused} of {len(results)} commands refused a damaged store, naming it, leaving it as it was"}, \
-        problems
+            "observed": f"{refused} of {len(results)} commands refused a damaged store, naming it, "
+                        "leaving it as it was"}, problems
 
 
 def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: Any) -> dict[str, Any]:

@@ -83,11 +83,12 @@ class Nemesis:
         self.pending = schedule(self.plan, self.runner.scn.run.duration_s, start_ns, self.rng)
         self.planned = True
 
-    def _victim(self, exclude: set[int] | None = None) -> AgentProc | None:
+    def _victim(self) -> AgentProc | None:
+        """A random working agent, never the one the running episode is about."""
         e = self.episode
         busy = {a.popen.pid for a in ([e.proc] if e.proc else e.armed if len(e.armed) == 1 else [])} if e else set()
         pool = [a for a in self.runner.agents if a.state == "ready" and not a.expected_exit
-                and a.popen.poll() is None and a.popen.pid not in busy | (exclude or set())]
+                and a.popen.poll() is None and a.popen.pid not in busy]
         return self.rng.choice(pool) if pool else None
 
     def _record(self, kind: str, start_ns: int, end_ns: int | None = None, **detail: Any) -> None:
@@ -131,7 +132,8 @@ class Nemesis:
         too), and while a paused holder's time is being waited out (a backward jump would
         stretch its lease past the pause)."""
         e = self.episode
-        return e is not None and (e.planned.kind == "pause_write" or (e.planned.kind == "pause_holder" and e.stopped_ns > 0))
+        return e is not None and (e.planned.kind == "pause_write"
+                                  or (e.planned.kind == "pause_holder" and e.stopped_ns > 0))
 
     def _space_jumps(self, now_ns: int) -> None:
         """Delayed jumps keep their planned spacing: each clock offset lasts a while."""
@@ -181,7 +183,8 @@ class Nemesis:
             # backward clock jump may still be live (it lives that much longer).
             ttl_ns = int(max(self.runner.scn.workload.lease_ttl_s) * 1e9)
             now = time.monotonic_ns()
-            stretch = max([0] + [min(int(-j * 1e9), at + int(-j * 1e9) + ttl_ns - now) for at, j in self.jumped if j < 0])
+            stretch = max([0] + [min(int(-j * 1e9), at + int(-j * 1e9) + ttl_ns - now)
+                                 for at, j in self.jumped if j < 0])
             return ttl_ns + stretch + int(spec.hold_s * 1e9)  # type: ignore[union-attr]
         return int(spec.hold_s * 1e9) if spec else 0
 
@@ -291,7 +294,8 @@ class Nemesis:
         from agents_room.store import Store
 
         if self._pin is None:
-            self._pin = Store.open(self.runner.layout.db, busy_timeout_s=self.runner.scn.run.busy_timeout_s, verify=False)
+            self._pin = Store.open(self.runner.layout.db, busy_timeout_s=self.runner.scn.run.busy_timeout_s,
+                                   verify=False)
         self._pin.db.conn.execute("BEGIN")
         self._pin.db.conn.execute("SELECT max(seq) FROM events").fetchone()
         layout, n = self.runner.layout, self.runner.scn.agents

@@ -246,7 +246,8 @@ def test_every_awkward_path_to_every_path_tool(tmp_path: Path) -> None:
     """Not left to chance: each awkward path (a FIFO, symlinks to it and to the store, a loop,
     a device, ``..``, a directory, 6,000 bytes) to each tool that takes a path."""
     with running(tmp_path) as (room, s):
-        tools = {t.name: list(t.input_schema.get("properties", {})) for t in room.portal.call(room.client.list_tools).tools}
+        listed = room.portal.call(room.client.list_tools).tools
+        tools = {t.name: list(t.input_schema.get("properties", {})) for t in listed}
         takers = sorted(name for name, props in tools.items() if "path" in props)
         assert len(takers) == 6
         for tool in takers:
