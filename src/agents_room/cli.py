@@ -67,7 +67,8 @@ def serve(args: argparse.Namespace) -> int:
     # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
     # recorded at room_join so messages to it at autonomy `wake` start stored, not undeliverable.
     lever = None if address else wake.lever_name(os.environ)
-    server = build_server(store=store, identity=who, wake_lever=lever)
+    # One agent per stdio server: its tool calls run on the event loop (no thread hop).
+    server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
     try:
         if address:
             import anyio

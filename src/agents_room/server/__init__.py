@@ -100,12 +100,14 @@ def build_server(
     clock: Clock | None = None,
     busy_timeout_s: float | None = None,
     wake_lever: str | None = None,
+    on_the_loop: bool = False,
 ) -> RoomServer:
     """The server, not yet running. The store at ``db`` (default ``$AGENTS_ROOM_DB``, else
     ``~/.agents-room/room.db``) is opened when the server starts and closed when it stops;
     or pass ``store``, already open (the CLI does, to refuse a bad file before serving), and
     the server closes it when it stops. ``identity`` defaults to what a stdio server learns
-    from its environment."""
+    from its environment. ``on_the_loop`` runs tool calls on the event loop instead of worker
+    threads: for a server of one agent (stdio) only."""
 
     @asynccontextmanager
     async def lifespan(_: MCPServer[State]) -> AsyncIterator[State]:
@@ -122,7 +124,7 @@ def build_server(
         "agents-room", title="agents-room", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan,
         log_level="WARNING",
     )
-    tools.register(server)
+    tools.register(server, on_the_loop=on_the_loop)
     return server
 
 

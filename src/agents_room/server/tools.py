@@ -3,12 +3,15 @@
 Docstrings and argument descriptions are what the model reads when it decides what to
 call: when to call the tool, what each argument means, what each error means here. Plain
 ``def`` functions on purpose: the SDK runs them in a worker thread, so a call waiting for
-SQLite's write lock (bounded, see ``store_busy``) never stalls the event loop.
+SQLite's write lock (bounded, see ``store_busy``) never stalls the event loop of a server
+shared by several agents; a stdio server, which serves one, runs them on the loop
+(``register(on_the_loop=True)``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -80,12 +83,20 @@ def _state(ctx: Context) -> State:
     return ctx.request_context.lifespan_context
 
 
+@functools.cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def plain(value: Any) -> Any:
-    """Store records (frozen dataclasses) as plain JSON-able values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, list):
+    """Store records (frozen dataclasses) as plain JSON-able values: ``dataclasses.asdict``'s
+    answer at half its cost (it deep-copies every leaf, on every tool call)."""
+    if hasattr(type(value), "__dataclass_fields__"):
+        return {name: plain(getattr(value, name)) for name in _field_names(type(value))}
+    if isinstance(value, list | tuple):
         return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
     return value
 
 
@@ -270,9 +281,25 @@ TOOLS = (
 READ_ONLY = {"room_who", "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "drift_check"}
 
 
-def register(server: RoomServer) -> None:
+def _on_the_loop(fn: Any) -> Any:
+    """``fn`` as a coroutine function: the SDK then calls it on the event loop instead of in a
+    worker thread (see ``register``)."""
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def register(server: RoomServer, *, on_the_loop: bool = False) -> None:
+    """``on_the_loop``: run each call on the event loop, not in a worker thread. For a stdio
+    server, which serves one agent: the hop to the thread and back costs about as much CPU
+    as the store's own work on a claim (~0.4 ms, docs/performance.md), and the agent waits
+    for the answer either way (a store call waits at most the bounded busy timeout). A
+    server shared by several agents (HTTP) keeps the threads."""
     for fn in TOOLS:
         server.add_tool(
-            fn, description=inspect.cleandoc(fn.__doc__ or ""),
+            _on_the_loop(fn) if on_the_loop else fn, description=inspect.cleandoc(fn.__doc__ or ""),
             annotations=_READ_ONLY if fn.__name__ in READ_ONLY else _WRITES,
         )
