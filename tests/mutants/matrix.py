@@ -1,0 +1,124 @@
+"""One ``sim run`` of a scenario against the shipped store or a mutant, and what came of it:
+shared by the regression tests and by ``rates.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from . import Mutant
+
+TESTS = Path(__file__).resolve().parents[1]
+ROOT = TESTS.parent
+REGRESSION = ROOT / "scenarios" / "regression.toml"
+REGRESSION_MCP = ROOT / "scenarios" / "regression-mcp.toml"
+FACTORY_ENV = "SIM_STORE_FACTORY"
+
+
+@dataclass(frozen=True)
+class Run:
+    out: Path
+    exit: int
+    verdict: str | None
+    violations: dict[str, int]  # invariant -> violations found (only those violated)
+    report: dict[str, Any]
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    def describe(self) -> str:
+        """Enough to see why a run went wrong, for an assertion's message."""
+        inv = self.report.get("invariants") or {}
+        return (f"exit {self.exit}, verdict {self.verdict}, violations {self.violations}, "
+                f"counterexample {inv.get('counterexample')!r}, unknown {inv.get('unknown_because')}, "
+                f"reason {self.report.get('reason') or (self.report.get('check') or {}).get('reason')}\n"
+                f"{self.stdout[-1500:]}\n{self.stderr[-1500:]}")
+
+
+def sim_env(factory: str | None) -> dict[str, str]:
+    """The environment of a ``sim run`` against ``factory`` (None: the shipped store)."""
+    env = {k: v for k, v in os.environ.items() if k != FACTORY_ENV}
+    if factory:
+        env[FACTORY_ENV] = factory
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, seed: int | None = None,
+            timeout_s: float = 300) -> Run:
+    """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store."""
+    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live"]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    started = time.monotonic()
+    done = subprocess.run(args, cwd=out.parent, env=sim_env(mutant.factory if mutant else None), text=True,
+                          capture_output=True, timeout=timeout_s)
+    report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
+    invariants = (report.get("invariants") or {}).get("invariants") or {}
+    return Run(out, done.returncode, report.get("verdict"),
+               {k: v["violations"] for k, v in invariants.items() if v["status"] == "violated"},
+               report, done.stdout, done.stderr, time.monotonic() - started)
+
+
+def caught(mutant: Mutant, run: Run) -> bool:
+    """Invalid, exit 1, every invariant the mutant must break violated, and none outside its
+    scope (the checker blames what broke, not something else)."""
+    return (run.verdict == "invalid" and run.exit == 1
+            and all(run.violations.get(name, 0) > 0 for name in (*mutant.replay, *mutant.blackbox))
+            and set(run.violations) <= set(mutant.scope))
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a run did, counted from its own files: the clients' history and the store's events
+    (read afresh, not from the report), and the black box recomputed from the history alone."""
+
+    claims: int  # lease_claim ops invoked
+    grants: int  # claims answered ok=true
+    denials: int  # claims answered ok=false
+    events: dict[str, int]  # event kind -> count
+    shared_grants: int
+    exclusive_grants: int
+    regrants_after_expiry: int  # grants of a path after one of its leases expired
+    tokens_increasing: bool  # every grant and renewal's token above all earlier ones, store-wide
+    windows: int  # the black box's holding windows
+    overlaps: int  # the black box's overlapping windows (violations)
+
+
+def facts(out: Path) -> Facts:
+    from collections import Counter
+
+    from agents_room.store import Store
+    from sim import blackbox
+    from sim.history import pairs, read
+
+    history = read(out / "history.jsonl")
+    claims = [(i, d) for i, d in pairs(history) if i["f"] == "lease_claim"]
+    answered = [d["value"] for _, d in claims if d["type"] == "ok"]
+    with Store.open(out / "store" / "room.db") as store:
+        events = store.events(0, 10_000_000)
+    kinds = Counter(e.kind for e in events)
+    grants = [e for e in events if e.kind == "lease_grant"]
+    tokens = [e.payload["token"] for e in events if e.kind in ("lease_grant", "lease_renew")]
+    expired: set[str] = set()
+    regrants = 0
+    for e in events:
+        if e.kind == "lease_expire":
+            expired.add(e.path)  # type: ignore[arg-type]
+        elif e.kind == "lease_grant" and e.path in expired:
+            regrants += 1
+            expired.discard(e.path)  # type: ignore[arg-type]
+    box = blackbox.check(history)
+    return Facts(
+        claims=len(claims), grants=sum(1 for v in answered if v["ok"]), denials=sum(1 for v in answered if not v["ok"]),
+        events=dict(kinds), shared_grants=sum(1 for e in grants if e.payload["mode"] == "shared"),
+        exclusive_grants=sum(1 for e in grants if e.payload["mode"] == "exclusive"), regrants_after_expiry=regrants,
+        tokens_increasing=all(a < b for a, b in zip(tokens, tokens[1:])), windows=box.windows,
+        overlaps=len(box.overlaps),
+    )

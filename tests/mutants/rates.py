@@ -1,0 +1,82 @@
+"""Detection rates: run the regression scenario against each mutant many times and count how
+often it is caught (verdict ``invalid``, exit 1, its invariants violated, nothing else).
+
+    .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--control]
+
+Each run is a fresh ``sim run`` with its own seed (``--seed-from`` + run number), so the rates
+cover many interleavings, not one. ``--control`` adds as many runs of the shipped store, which
+must all be ``valid``. Prints one line per run, then a table; ``--json FILE`` keeps every run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mutants import MUTANTS, Mutant  # noqa: E402
+from mutants.matrix import REGRESSION, caught, run_sim  # noqa: E402
+
+
+def _line(name: str, seed: int, got: dict) -> str:
+    return (f"{name:24} seed {seed:5} exit {got['exit']} {got['verdict'] or '-':8} "
+            f"{'caught' if got['ok'] else 'MISSED' if got['mutant'] else 'FALSE ALARM'} "
+            f"{got['violations']} claims {got['claims']} ({got['wall_s']:.0f} s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--mutant", action="append", help="only this one (repeatable); default: all")
+    p.add_argument("--control", action="store_true", help="also run the shipped store, which must be valid")
+    p.add_argument("--seed-from", type=int, default=1000)
+    p.add_argument("--scenario", type=Path, default=REGRESSION)
+    p.add_argument("--json", type=Path)
+    args = p.parse_args(argv)
+    chosen: list[Mutant | None] = [m for m in MUTANTS if not args.mutant or m.name in args.mutant]
+    if args.control:
+        chosen.append(None)
+    jobs = [(m, i) for i in range(args.runs) for m in chosen]
+
+    with tempfile.TemporaryDirectory(prefix="mutant-rates-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
+        def one(job: tuple[Mutant | None, int]) -> dict:
+            m, i = job
+            name = m.name if m else "shipped store"
+            run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=args.scenario.absolute(),
+                          seed=args.seed_from + i)
+            ops = {o["f"]: o["count"] for o in run.report.get("operations", [])}
+            got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,
+                   "verdict": run.verdict, "violations": run.violations, "wall_s": run.wall_s,
+                   "claims": ops.get("lease_claim", 0),
+                   "ok": caught(m, run) if m else (run.verdict == "valid" and run.exit == 0)}
+            print(_line(name, got["seed"], got), flush=True)
+            if run.exit not in (0, 1):
+                print(run.describe(), flush=True)
+            return got
+
+        results = list(pool.map(one, jobs))
+
+    print(f"\n{'store':24} {'as expected':>11} {'rate':>6}  fewest violations of each invariant over the runs")
+    for m in chosen:
+        name = m.name if m else "shipped store"
+        mine = [r for r in results if r["mutant"] == (m.name if m else None)]
+        n = sum(r["ok"] for r in mine)
+        wanted = (*m.replay, *m.blackbox) if m else ()
+        fewest = {k: min(r["violations"].get(k, 0) for r in mine) for k in wanted}
+        print(f"{name:24} {n:>6}/{len(mine):<4} {n / len(mine):>6.0%}  {fewest or '-'}")
+    walls = [r["wall_s"] for r in results]
+    print(f"\n{len(results)} runs, {args.jobs} at a time: wall per run {min(walls):.0f}..{max(walls):.0f} s, "
+          f"mean {sum(walls) / len(walls):.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

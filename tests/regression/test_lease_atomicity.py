@@ -1,0 +1,65 @@
+"""The lease-atomicity regression of every CI run: real agent processes hammer a real store
+on a few hot paths (exclusive and shared claims, 1-2 s leases that run out and are granted
+again, releases, renewals, broadcasts), once calling the store in-process and once through
+``agents-room serve`` over stdio. The verdict must be valid, and the counts must show the
+work really happened: a regression that checked nothing would pass too."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mutants.matrix import REGRESSION, REGRESSION_MCP, Facts, Run, facts, run_sim  # noqa: E402
+
+LEASE_INVARIANTS = ("lease-exclusive", "lease-token-monotonic", "lease-release-held", "lease-windows")
+
+
+def assert_valid(run: Run, name: str, driver: str) -> None:
+    assert run.exit == 0 and run.verdict == "valid", run.describe()
+    assert "verdict: valid" in run.stdout
+    report = run.report
+    assert report["run"]["driver"] == driver and report["run"]["drained"] is True
+    assert (run.out / "report.md").read_text().startswith(f"# {name}: VALID")
+    checker = report["invariants"]
+    assert checker["violations"] == [] and checker["unknown_because"] == []
+    for invariant, result in checker["invariants"].items():
+        assert result["status"] == "ok" and result["violations"] == 0, (invariant, result)
+    for invariant in (*LEASE_INVARIANTS, "delivery-forward", "delivery-exactly-once", "history-events"):
+        assert checker["invariants"][invariant]["checked"] > 0, f"{invariant} checked nothing"
+    assert report["integrity"] == "ok" and checker["integrity"] == "ok"
+    # Every info op settled (none is expected without faults, but any there is must be).
+    assert all(c["unsettled"] == 0 for c in checker["info"].values()), checker["info"]
+    assert checker["deliveries"]["lost"] == checker["deliveries"]["duplicated"] == 0
+    assert checker["deliveries"]["unexpected"] == checker["deliveries"]["undrained"] == 0
+
+
+def assert_worked(f: Facts, *, claims: int, grants: int, releases: int, renewals: int, expiries: int,
+                  windows: int) -> None:
+    """Floors well below what a loaded 2-core machine does (see docs/simulator.md), far above
+    what a run that quietly did nothing would show."""
+    assert f.claims >= claims and f.grants >= grants and f.denials >= f.claims // 10, f
+    assert f.grants == f.events["lease_grant"], f  # the history and the store agree
+    assert f.exclusive_grants >= grants // 5 and f.shared_grants >= grants // 10, f
+    assert f.events.get("lease_release", 0) >= releases and f.events.get("lease_renew", 0) >= renewals, f
+    assert f.events.get("lease_expire", 0) >= expiries and f.regrants_after_expiry >= 1, f
+    assert f.tokens_increasing, "fencing tokens did not increase in commit order"
+    assert f.windows >= windows and f.overlaps == 0, f  # the black box, from the history alone
+    assert f.events.get("send", 0) > 0 and f.events.get("delivery", 0) > 0, f
+
+
+@pytest.mark.slow
+def test_direct_agents_never_double_grant(tmp_path: Path) -> None:
+    run = run_sim(None, tmp_path / "run", scenario=REGRESSION)
+    assert_valid(run, "regression", "direct")
+    assert_worked(facts(run.out), claims=1000, grants=300, releases=100, renewals=50, expiries=1, windows=200)
+
+
+@pytest.mark.slow
+def test_mcp_agents_never_double_grant(tmp_path: Path) -> None:
+    run = run_sim(None, tmp_path / "run", scenario=REGRESSION_MCP)
+    assert_valid(run, "regression-mcp", "mcp")
+    assert_worked(facts(run.out), claims=200, grants=60, releases=20, renewals=10, expiries=1, windows=40)
