@@ -104,6 +104,9 @@ class _RetryingConnection:
 
 
 class DeferredDatabase(Database):
+    # Tries per statement; 1 is the deferred design done right: a busy upgrade is store_busy.
+    attempts = 50
+
     @contextlib.contextmanager
     def write(self) -> Iterator[Tx]:
         with self._turn():
@@ -111,7 +114,7 @@ class DeferredDatabase(Database):
                 self.conn.execute("BEGIN")  # deferred: no lock until the first write
             except sqlite3.Error as exc:
                 raise _translate(exc, self.path) from exc
-            tx = Tx(_RetryingConnection(self.conn), self.clock.now())  # type: ignore[arg-type]
+            tx = Tx(_RetryingConnection(self.conn, self.attempts), self.clock.now())  # type: ignore[arg-type]
             try:
                 yield tx
                 self.conn.execute("COMMIT")

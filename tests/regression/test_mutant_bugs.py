@@ -1,0 +1,172 @@
+"""Each broken store of ``tests/mutants/`` really has its bug, shown in one process with the
+interleaving forced, next to the shipped store doing the right thing on the same steps. The
+matrix (``test_mutants.py``) then shows the regression scenario finds the same bugs by itself.
+
+Mutations rewrite functions of the store's modules in place: every test here first hands
+those attributes to ``monkeypatch``, so they are restored afterwards."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Clock, Store, StoreBusy, leases, messages
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from mutants import deliveries as broken_deliveries  # noqa: E402
+from mutants import leases as broken_leases  # noqa: E402
+
+
+@pytest.fixture
+def restore(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Whatever a mutant rewrites is put back after the test."""
+    for module, name in ((leases, "sweep"), (leases, "claim"), (messages, "_peers"), (messages, "recv")):
+        monkeypatch.setattr(module, name, getattr(module, name))
+    monkeypatch.setattr(messages, "mark_read_through", None, raising=False)
+    yield
+
+
+def two(db: Path, repo: Path, make: Callable[..., Store] = Store.open, clock: Clock | None = None,
+        ) -> tuple[Store, Store, str, str]:
+    """Two stores (two connections) on one file, and a session joined through each."""
+    a = make(db, clock=clock, busy_timeout_s=2.0) if clock else make(db, busy_timeout_s=2.0)
+    b = Store.open(db, clock=clock or a.clock, busy_timeout_s=2.0)
+    sa = a.room_join(cwd=str(repo), pid=None, extra_rooms=["crew"], label="a").session_id
+    sb = b.room_join(cwd=str(repo), pid=None, extra_rooms=["crew"], label="b").session_id
+    return a, b, sa, sb
+
+
+def grants(store: Store, path: str) -> list[str]:
+    return [e.session_id for e in store.events(0, 100_000) if e.kind == "lease_grant" and e.path == path]
+
+
+# -- leases -------------------------------------------------------------------------------------
+
+
+def test_check_then_act_grants_twice_when_a_claim_lands_between(tmp_path: Path, repo: Path) -> None:
+    class Interleaved(broken_leases.CheckThenAct):
+        between: Callable[[], object] | None = None
+
+        def lease_check(self, session_id, path):  # type: ignore[no-untyped-def]
+            state = super().lease_check(session_id, path)
+            if self.between:
+                step, self.between = self.between, None
+                step()
+            return state
+
+    a, b, sa, sb = two(tmp_path / "room.db", repo, Interleaved.open)
+    path = str(repo / "x.py")
+    a.between = lambda: b.lease_claim(sb, path, 30)  # type: ignore[attr-defined]
+    assert a.lease_claim(sa, path, 30).ok  # its check saw the path free, before b's claim
+    assert grants(a, path) == [sb, sa]  # two exclusive grants, nothing released between
+    assert {h.session_id for h in a.lease_check(sa, path).holders} == {sa, sb}
+
+
+@pytest.mark.parametrize("retry", [True, False], ids=["statement-retry", "no-retry"])
+def test_deferred_begin_retries_the_upgrade_on_a_stale_read(tmp_path: Path, repo: Path, restore: None,
+                                                            monkeypatch: pytest.MonkeyPatch, retry: bool) -> None:
+    if not retry:
+        monkeypatch.setattr(broken_leases.DeferredDatabase, "attempts", 1)
+    a, b, sa, sb = two(tmp_path / "room.db", repo, broken_leases.deferred_begin)
+    path = str(repo / "x.py")
+    pending = [lambda: b.lease_claim(sb, path, 30)]
+    real = leases.sweep
+
+    def sweep(tx):  # type: ignore[no-untyped-def]
+        if pending:  # a has read the holders (free) and holds only a read snapshot: b commits now
+            pending.pop()()
+        return real(tx)
+
+    monkeypatch.setattr(leases, "sweep", sweep)
+    if not retry:  # the same read-first design, done right: the stale upgrade is refused
+        with pytest.raises(StoreBusy):
+            a.lease_claim(sa, path, 30)
+        assert grants(a, path) == [sb]
+        return
+    assert a.lease_claim(sa, path, 30).ok  # its upgrade met b's commit, retried, never read again
+    assert grants(a, path) == [sb, sa]
+    assert {h.mode for h in a.lease_check(sa, path).holders} == {"exclusive"}
+    assert len(a.lease_check(sa, path).holders) == 2
+
+
+def test_early_expiry_sweeps_a_renewed_lease_at_its_first_term(tmp_path: Path, repo: Path, restore: None) -> None:
+    def steps(db: Path) -> bool:
+        clock = Clock(fixed=1_800_000_000.0)
+        a, b, sa, sb = two(db, repo, clock=clock)
+        path = str(repo / "x.py")
+        assert a.lease_claim(sa, path, 2).ok
+        clock.shift(1.5)
+        assert a.lease_renew(sa, path, 1).expires_at == 1_800_000_002.5
+        clock.shift(0.1)  # past acquired_at + the new ttl, before the renewed expiry
+        return b.lease_claim(sb, path, 5).ok
+
+    assert steps(tmp_path / "shipped.db") is False
+    broken_leases.early_expiry(tmp_path / "broken.db", busy_timeout_s=2.0).close()
+    assert steps(tmp_path / "broken.db") is True
+
+
+def test_a_shared_claim_beside_an_exclusive_holder(tmp_path: Path, repo: Path, restore: None) -> None:
+    def steps(db: Path) -> bool:
+        a, b, sa, sb = two(db, repo)
+        path = str(repo / "x.py")
+        assert a.lease_claim(sa, path, 30, "exclusive").ok
+        return b.lease_claim(sb, path, 30, "shared").ok
+
+    assert steps(tmp_path / "shipped.db") is False
+    broken_leases.shared_ignores_exclusive(tmp_path / "broken.db", busy_timeout_s=2.0).close()
+    assert steps(tmp_path / "broken.db") is True
+
+
+# -- deliveries ---------------------------------------------------------------------------------
+
+
+def test_a_broadcast_to_a_peer_of_two_rooms_is_delivered_twice(tmp_path: Path, repo: Path, restore: None) -> None:
+    def steps(db: Path, make: Callable[..., Store]) -> list[int]:
+        a, b, sa, sb = two(db, repo, make)  # a and b share the repo room and "crew"
+        mid = a.msg_send(sa, "*", "hello", "x").message_id
+        got = [m.id for m in b.msg_recv(sb).messages]
+        assert set(got) == {mid}
+        return got
+
+    assert len(steps(tmp_path / "shipped.db", Store.open)) == 1
+    assert len(steps(tmp_path / "broken.db", broken_deliveries.duplicate_delivery)) == 2
+
+
+def test_a_message_arriving_between_read_and_mark_is_lost(tmp_path: Path, repo: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    b, a, sb, sa = two(tmp_path / "room.db", repo, broken_deliveries.recv_two_transactions)
+    real = b.db.write
+    sent: list[int] = []
+
+    def write():  # type: ignore[no-untyped-def]
+        sent.append(a.msg_send(sa, sb, "late", "x").message_id)  # lands after b's read, before its mark
+        monkeypatch.setattr(b.db, "write", real)
+        return real()
+
+    monkeypatch.setattr(b.db, "write", write)
+    assert b.msg_recv(sb).messages == []
+    assert b.msg_recv(sb).messages == []  # never returned ...
+    states = [e.payload for e in b.events(0, 100_000) if e.kind == "delivery" and e.session_id == sb]
+    assert states == [{"to": "read", "items": [[sent[0], "stored"]]}]  # ... yet marked read
+
+
+def test_recv_moves_an_acked_delivery_back_to_read(tmp_path: Path, repo: Path, restore: None) -> None:
+    def steps(db: Path, make: Callable[..., Store]) -> list[dict]:
+        a, b, sa, sb = two(db, repo, make)
+        first = a.msg_send(sa, sb, "one", "x").message_id
+        assert [m.id for m in b.msg_recv(sb).messages] == [first]
+        b.msg_ack(sb, first)
+        second = a.msg_send(sa, sb, "two", "x").message_id
+        assert [m.id for m in b.msg_recv(sb).messages] == [second]
+        return [e.payload for e in b.events(0, 100_000) if e.kind == "delivery"]
+
+    assert steps(tmp_path / "shipped.db", Store.open)[-1]["items"] == [[2, "stored"]]
+    broken = steps(tmp_path / "broken.db", broken_deliveries.backward_delivery)
+    assert broken[-1]["items"] == [[1, "acked"], [2, "stored"]]  # acked → read: backward
+    with Store.open(tmp_path / "broken.db") as store:
+        assert store.db.conn.execute(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'deliveries_forward_only'").fetchone()[0] == 0
