@@ -8,14 +8,22 @@ one WAL database (synchronous=NORMAL) for a few seconds:
 
 once with (a) the default busy handler (``sqlite3.connect(timeout=5)``) and once with (b)
 :class:`agents_room.store.admission.WriteAdmission` around each transaction (the busy
-handler stays as the backstop). Prints, per setting: commits/s, p50/p99/p99.9 latency (from
-asking for the lock to COMMIT), the longest wait for the lock, Jain's fairness index over the
-per-process commit counts, and the fewest/most commits of one process.
+handler stays as the backstop). With admission, SQLite's auto-checkpoint is off and one
+writer in every 500 turns runs a PASSIVE checkpoint after its turn: the auto-checkpoint
+runs inside COMMIT, so inside the turn, and the whole queue would wait for its fsyncs
+(mode ``admission-ckpt-in-turn`` shows that cost; ``admission-strict`` is FIFO without
+borrowed turns).
 
-    .venv/bin/python bench/admission.py [--procs 1,4,16,64] [--seconds 3] [--modes default,admission]
+Prints, per setting: commits/s, p50/p99/p99.9 latency (from asking for the lock to COMMIT),
+the longest wait for the lock, Jain's fairness index over the per-process commit counts,
+the fewest/most commits of one process, and the load average around the run.
 
-Absolute figures move from run to run and machine to machine; compare the two modes of one
-run. Each worker is a fresh interpreter (never a fork of one holding a connection).
+    .venv/bin/python bench/admission.py [--procs 1,4,16,64] [--seconds 3] [--rounds 2]
+                                        [--modes default,admission] [--json out.json]
+
+Absolute figures move from run to run and machine to machine (and with whatever else the
+machine runs: see the load column); compare the modes of one run, interleaved by rounds.
+Each worker is a fresh interpreter (never a fork of one holding a connection).
 """
 
 from __future__ import annotations
@@ -31,8 +39,7 @@ import tempfile
 import time
 from array import array
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from agents_room.store.admission import WriteAdmission
 from agents_room.store.errors import StoreBusy
@@ -121,7 +128,9 @@ def _transact(conn: sqlite3.Connection, me: str, path: str) -> None:
     conn.execute("COMMIT")
 
 
-def _read(out: Path) -> tuple[dict, np.ndarray, np.ndarray]:
+def _read(out: Path) -> tuple[dict, Any, Any]:
+    import numpy as np  # the parent only: workers start faster without it
+
     with open(out, "rb") as f:
         meta = json.loads(f.readline())
         raw = np.frombuffer(f.read(), dtype=np.int64)
@@ -153,6 +162,7 @@ def run(mode: str, procs: int, seconds: float, timeout_s: float, folder: Path) -
     for w in workers:
         if w.wait() != 0:
             raise SystemExit(f"worker {w.pid} exited with {w.returncode}")
+    load = os.getloadavg()[0]
     counts, waits, lats, busy = [], [], [], 0
     for out in outs:
         meta, w_ns, l_ns = _read(out)
@@ -160,13 +170,17 @@ def run(mode: str, procs: int, seconds: float, timeout_s: float, folder: Path) -
         busy += meta["busy"]
         waits.append(w_ns)
         lats.append(l_ns)
+    import numpy as np
+
     return {"counts": counts, "lat_ms": np.concatenate(lats) / 1e6, "wait_ms": np.concatenate(waits) / 1e6,
-            "busy": busy, "seconds": seconds}
+            "busy": busy, "seconds": seconds, "load": load}
 
 
 def summarise(mode: str, procs: int, rounds: list[dict]) -> dict:
     """One row from the rounds of one setting: throughput and Jain's index averaged over
     rounds, latencies pooled, extremes over all rounds."""
+    import numpy as np
+
     lat = np.concatenate([r["lat_ms"] for r in rounds])
     counts = [np.array(r["counts"], dtype=float) for r in rounds]
     return {
@@ -182,18 +196,19 @@ def summarise(mode: str, procs: int, rounds: list[dict]) -> dict:
         "fewest": int(min(c.min() for c in counts)),
         "most": int(max(c.max() for c in counts)),
         "busy": sum(r["busy"] for r in rounds),
+        "load": float(np.mean([r["load"] for r in rounds])),
     }
 
 
 def _print(rows: list[dict]) -> None:
     head = f"{'mode':<16} {'procs':>5} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} " \
-           f"{'max wait ms':>11} {'Jain':>6} {'fewest/most':>15} {'busy':>5}"
+           f"{'max wait ms':>11} {'Jain':>6} {'fewest/most':>15} {'busy':>5} {'load':>5}"
     print(head)
     print("-" * len(head))
     for r in rows:
         print(f"{r['mode']:<16} {r['procs']:>5} {r['commits_per_s']:>10,.0f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
               f"{r['p999_ms']:>9.2f} {r['max_wait_ms']:>11.1f} {r['jain']:>6.3f} "
-              f"{str(r['fewest']) + '/' + str(r['most']):>15} {r['busy']:>5}")
+              f"{str(r['fewest']) + '/' + str(r['most']):>15} {r['busy']:>5} {r['load']:>5.1f}")
     by = {(r["mode"], r["procs"]): r for r in rows}
     for procs in sorted({r["procs"] for r in rows}):
         base = by.get(("default", procs))

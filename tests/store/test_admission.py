@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from agents_room.store import admission as admission_module
 from agents_room.store.admission import BORROW_MAX, CHECK_S, GRACE_S, SUPPORTED, Place, WriteAdmission
 from agents_room.store.errors import InvalidArgument, StoreBusy
 
@@ -425,8 +426,8 @@ def _serve(db: Path, timeout_s: float) -> None:
             q._begin()  # marks the change in progress
             # Half of an append to an empty queue: the record says "waiting", the header
             # names it head but not yet tail.
-            q.mm[q.rec + 4 : q.rec + 8] = (1).to_bytes(4, "little")
-            q.mm[12:16] = q.me.to_bytes(4, "little")
+            q.w[q.rec + admission_module._STATE] = admission_module.WAITING
+            q.w[admission_module._HEAD] = q.me
             print("inside", flush=True)
             time.sleep(60)
 

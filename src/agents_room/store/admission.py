@@ -68,20 +68,18 @@ GRACE_S = 0.2  # a head that leaves the turn free this long is passed over
 BORROW_MAX = 32  # turns a releaser may borrow while the head it woke is not yet running
 BORROW_S = 0.002  # … within this long after its release
 
-_MAGIC, _VERSION = b"ARQ2", 2
-_HEADER_SIZE, _REC_SIZE = 64, 64
-_SIZE = _HEADER_SIZE + SLOTS * _REC_SIZE
-# Header: the queue fields change under the mutex; the turn fields only by the turn holder.
-_DIRTY, _HEAD, _TAIL, _SEQ = 8, 12, 16, 24  # queue: dirty flag, first and last, arrivals
-_HOLDER, _TICKET, _LEND = 32, 40, 48  # turn: holder slot (+_BORROWED), turns, lending
-_QUEUE = struct.Struct("<III4xQ")  # at _DIRTY: dirty head tail seq
-_HT = struct.Struct("<I4xQ")  # at _HOLDER: holder ticket
-_LENDING = struct.Struct("<IIQ")  # at _LEND: granter borrows released_ns
+_MAGIC, _VERSION = 0x32515241, 2  # "ARQ2"
+_SIZE = 64 + SLOTS * 64  # a 64-byte header, then one 64-byte record per participant
+# The file is read and written as native 32- and 64-bit words (``_W`` and ``_Q`` views): the
+# constants below are word indexes. Header, queue fields (changed under the mutex):
+_MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _SEQ_Q = 0, 1, 2, 3, 4, 3
+# … turn fields (written only by the turn's holder): holder slot (| _BORROWED), turns taken,
+# and the lending of the last hand-over: who released, borrows since, when.
+_HOLDER, _TICKET_Q, _GRANTER, _BORROWS, _RELEASED_Q = 8, 5, 12, 13, 7
 _BORROWED = 1 << 31
-# Record: wake futex word, state, links, arrival, pid, claimed (its head woke to a borrowed turn).
-_REC = struct.Struct("<IIIIQII")
-_WAKE, _STATE, _PREV, _NEXT, _RSEQ, _PID, _CLAIMED = 0, 4, 8, 12, 16, 24, 28
-_U32, _U64 = struct.Struct("<I"), struct.Struct("<Q")
+# Record of participant i: at word 16 * i (in _W) / 8 * i (in _Q). The futex word, state,
+# links, arrival number, pid, and whether it woke to find its turn borrowed.
+_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _CLAIMED = 0, 1, 2, 3, 2, 6, 7
 _MUTEX, _TURN, _LIVE = 0, 1, 1 << 20  # lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
@@ -186,9 +184,9 @@ class _Turn:
         if queue is None:
             return
         try:
-            # The common case inline (nobody queued, the turn free): this runs around every
-            # write transaction, and each Python call here costs about what a syscall does.
-            if not _U32.unpack_from(queue.mm, _HEAD)[0]:
+            # The common case first (nobody queued, the turn free): it runs around every
+            # write transaction, and a Python call costs about what a syscall does.
+            if not queue.w[_HEAD]:
                 try:
                     _fcntl(queue.fd, _SETLK, _TURN_ON)
                     queue.hold(False)
@@ -224,7 +222,7 @@ class _Queue:
         self.ticket = 0
         self.holding = False
         self.pid = os.getpid()
-        self.mm = None  # type: ignore[assignment]  (set below; None once closed)
+        self.mm: mmap.mmap | None = None
         try:
             self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
@@ -232,22 +230,23 @@ class _Queue:
         try:
             if os.fstat(self.fd).st_size < _SIZE:
                 os.ftruncate(self.fd, _SIZE)  # extends only: never zeroes what another wrote
-            self.mm: mmap.mmap = mmap.mmap(self.fd, _SIZE)
+            self.mm = mmap.mmap(self.fd, _SIZE)
+            self.w, self.q = memoryview(self.mm).cast("I"), memoryview(self.mm).cast("Q")
             self._pin: ctypes.c_char | None = ctypes.c_char.from_buffer(self.mm)
             self.base = ctypes.addressof(self._pin)  # where the futex words are
             self.me = self._claim_slot(path)
-            self.rec = self._at(self.me)
+            self.rec = 16 * self.me
             self._lock_mutex(None)
             try:
-                magic = self.mm[0:4]
-                if magic == b"\0\0\0\0":
-                    self.mm[0:8] = _MAGIC + _U32.pack(_VERSION)
-                elif magic != _MAGIC:
-                    raise StoreError(f"{path} is not an agents-room admission file ({magic!r}); remove it")
+                w = self.w
+                if w[_MAGIC_W] == 0:
+                    w[_VERSION_W], w[_MAGIC_W] = _VERSION, _MAGIC
+                elif w[_MAGIC_W] != _MAGIC or w[_VERSION_W] != _VERSION:
+                    raise StoreError(f"{path} is not an agents-room admission file of this version; remove it")
                 self._begin()
                 woken = self._unlink_locked(self.me, IDLE)  # a dead participant had this slot, maybe queued
-                _U32.pack_into(self.mm, self.rec + _PID, self.pid)
-                _U32.pack_into(self.mm, _DIRTY, 0)
+                w[self.rec + _PID] = self.pid
+                w[_DIRTY] = 0
             finally:
                 self._unlock_mutex()
             self._wake(woken)
@@ -261,8 +260,7 @@ class _Queue:
         """Take the turn, queueing for it if anyone is queued or it is taken; False when
         ``deadline`` passes first. (``_Turn`` tries the turn itself first when nobody is
         queued; trying again here is harmless.)"""
-        mm = self.mm
-        head = _U32.unpack_from(mm, _HEAD)[0]
+        head = self.w[_HEAD]
         if head == 0 or self._may_borrow(head):
             try:
                 _fcntl(self.fd, _SETLK, _TURN_ON)
@@ -275,12 +273,37 @@ class _Queue:
             return False
         try:
             self._begin()
-            if _U32.unpack_from(mm, self.rec + _STATE)[0] != WAITING:  # (else queued from an attempt that gave up)
+            if self.w[self.rec + _STATE] != WAITING:  # (else queued from an attempt that gave up)
                 self._append_locked(front=False)
-            _U32.pack_into(mm, _DIRTY, 0)
+            self.w[_DIRTY] = 0
         finally:
             self._unlock_mutex()
         return self._wait(deadline)
+
+    def hold(self, borrowed: bool) -> None:
+        """We have the turn: count it, and say who holds it (only the holder writes these)."""
+        w = self.w
+        self.ticket = self.q[_TICKET_Q] = self.q[_TICKET_Q] + 1
+        if borrowed:
+            w[_HOLDER] = self.me | _BORROWED
+            w[_BORROWS] += 1
+        else:
+            w[_HOLDER] = self.me
+            w[_GRANTER] = 0  # the lent turn was taken: no more borrowing of it
+        self.holding = True
+
+    def leave(self) -> None:
+        w = self.w
+        if w[_HEAD] and not w[_HOLDER] & _BORROWED:  # lend it: we may borrow it back
+            self.q[_RELEASED_Q] = time.monotonic_ns()
+            w[_GRANTER], w[_BORROWS] = self.me, 0
+        w[_HOLDER] = 0
+        self.holding = False
+        _fcntl(self.fd, _SETLK, _TURN_OFF)
+        # Read after the release (a kernel lock operation, so ordered after it): anyone who
+        # queued and then failed to take the turn from us is seen here.
+        if head := w[_HEAD]:
+            self._wake(head)
 
     def abandon(self) -> None:
         """After an exception part-way through ``enter``: let go of the turn if we took it
@@ -291,48 +314,24 @@ class _Queue:
             _fcntl(self.fd, _SETLK, _TURN_OFF)
             self._give_up()
 
-    def leave(self) -> None:
-        mm = self.mm
-        if _U32.unpack_from(mm, _HEAD)[0] and not _U32.unpack_from(mm, _HOLDER)[0] & _BORROWED:
-            _LENDING.pack_into(mm, _LEND, self.me, 0, time.monotonic_ns())  # we may borrow it back
-        _U32.pack_into(mm, _HOLDER, 0)
-        self.holding = False
-        _fcntl(self.fd, _SETLK, _TURN_OFF)
-        # Read after the release (a kernel lock operation, so ordered after it): anyone who
-        # queued and then failed to take the turn from us is seen here.
-        head = _U32.unpack_from(mm, _HEAD)[0]
-        if head:
-            self._wake(head)
-
-    def hold(self, borrowed: bool) -> None:
-        """We have the turn: count it, and say who holds it (only the holder writes these)."""
-        mm = self.mm
-        ticket = _HT.unpack_from(mm, _HOLDER)[1] + 1
-        _HT.pack_into(mm, _HOLDER, self.me | (_BORROWED if borrowed else 0), ticket)
-        if borrowed:
-            _U32.pack_into(mm, _LEND + 4, _U32.unpack_from(mm, _LEND + 4)[0] + 1)
-        else:
-            _U32.pack_into(mm, _LEND, 0)  # the lent turn was taken: no more borrowing of it
-        self.ticket, self.holding = ticket, True
-
     def _may_borrow(self, head: int) -> bool:
-        granter, borrows, released_ns = _LENDING.unpack_from(self.mm, _LEND)
-        return (granter == self.me and borrows < self.borrow_max
-                and time.monotonic_ns() - released_ns < self.borrow_ns
-                and not _U32.unpack_from(self.mm, self._at(head) + _CLAIMED)[0])
+        w = self.w
+        return (w[_GRANTER] == self.me and w[_BORROWS] < self.borrow_max
+                and time.monotonic_ns() - self.q[_RELEASED_Q] < self.borrow_ns
+                and not w[16 * head + _CLAIMED])
 
     def _wait(self, deadline: float) -> bool:
-        mm, rec, me = self.mm, self.rec, self.me
+        w, rec, me = self.w, self.rec, self.me
         check_at = time.monotonic() + CHECK_S
         woken = False
         watch: tuple[int, int] | None = None  # (head, since when it has left the turn free)
         while True:
-            seen, state = _U32.unpack_from(mm, rec)[0], _U32.unpack_from(mm, rec + _STATE)[0]
-            if state != WAITING:  # passed over while we were away: back to the front
+            seen = w[rec + _WAKE]
+            if w[rec + _STATE] != WAITING:  # passed over while we were away: back to the front
                 if not self._change(deadline, self._append_locked, True):
                     return self._give_up()
                 continue
-            if _U32.unpack_from(mm, _HEAD)[0] == me:
+            if w[_HEAD] == me:
                 try:
                     _fcntl(self.fd, _SETLK, _TURN_ON)
                     self._change(None, self._unlink_locked, me, IDLE)  # the new head sleeps on
@@ -342,7 +341,7 @@ class _Queue:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
                 if woken:  # woken by a release, yet taken: borrowed. No more borrowing.
-                    _U32.pack_into(mm, rec + _CLAIMED, 1)
+                    w[rec + _CLAIMED] = 1
             now = time.monotonic()
             if now >= deadline:
                 return self._give_up()
@@ -352,17 +351,17 @@ class _Queue:
                 woken = False
                 continue
             self._futex_wait(rec + _WAKE, seen, min(deadline, check_at) - now)
-            woken = _U32.unpack_from(mm, rec)[0] != seen  # every wake moves the word first
+            woken = w[rec + _WAKE] != seen  # every wake moves the word first
 
     def _check(self, deadline: float, watch: tuple[int, int] | None) -> tuple[int, int] | None:
         """The periodic look at the head: remove it if dead; pass it over if it has left
         the turn free for GRACE_S (as seen by this waiter). Returns what to watch next."""
-        woken, head = 0, 0
+        woken = 0
         if not self._lock_mutex(deadline):
             return watch
         try:
             self._begin()
-            head = _U32.unpack_from(self.mm, _HEAD)[0]
+            head = self.w[_HEAD]
             if head and head != self.me:
                 if not self._alive(head):
                     woken, watch = self._unlink_locked(head, IDLE), None
@@ -374,10 +373,10 @@ class _Queue:
                         woken, watch = self._unlink_locked(head, PASSED), None
                 else:
                     watch = None
-            _U32.pack_into(self.mm, _DIRTY, 0)
+            self.w[_DIRTY] = 0
         finally:
             self._unlock_mutex()
-        if woken and woken != self.me:
+        if woken != self.me:
             self._wake(woken)
         return watch
 
@@ -389,7 +388,7 @@ class _Queue:
             try:
                 self._begin()
                 woken = self._unlink_locked(self.me, IDLE)
-                _U32.pack_into(self.mm, _DIRTY, 0)
+                self.w[_DIRTY] = 0
             finally:
                 self._unlock_mutex()
             self._wake(woken)  # the new head: the turn may be free
@@ -401,25 +400,25 @@ class _Queue:
         try:
             self._begin()
             change(*args)
-            _U32.pack_into(self.mm, _DIRTY, 0)
+            self.w[_DIRTY] = 0
         finally:
             self._unlock_mutex()
         return True
 
     def places(self) -> list[Place]:
+        w = self.w
         self._lock_mutex(None)
         try:
-            self._begin()
-            holder = _U32.unpack_from(self.mm, _HOLDER)[0]
-            places = []
+            holder, places = w[_HOLDER], []
             if holder & ~_BORROWED and (self.holding or not self._turn_free()):  # (our own lock never conflicts)
                 state: Literal["holding", "borrowing"] = "borrowing" if holder & _BORROWED else "holding"
-                places.append(Place(self._u32(self._at(holder & ~_BORROWED) + _PID), state))
-            slot = self._u32(_HEAD)
+                places.append(Place(w[16 * (holder & ~_BORROWED) + _PID], state))
+            self._begin()
+            slot = w[_HEAD]
             while slot and len(places) <= SLOTS:
-                places.append(Place(self._u32(self._at(slot) + _PID), "waiting"))
-                slot = self._u32(self._at(slot) + _NEXT)
-            _U32.pack_into(self.mm, _DIRTY, 0)
+                places.append(Place(w[16 * slot + _PID], "waiting"))
+                slot = w[16 * slot + _NEXT]
+            w[_DIRTY] = 0
             return places
         finally:
             self._unlock_mutex()
@@ -428,72 +427,67 @@ class _Queue:
 
     def _begin(self) -> None:
         """Rebuild if a process died mid-change; then mark a change in progress."""
-        dirty, head, tail, _ = _QUEUE.unpack_from(self.mm, _DIRTY)
-        if dirty or (head == 0) != (tail == 0):
+        w = self.w
+        if w[_DIRTY] or (w[_HEAD] == 0) != (w[_TAIL] == 0):
             self._rebuild_locked()
-        _U32.pack_into(self.mm, _DIRTY, 1)
+        w[_DIRTY] = 1
 
     def _append_locked(self, front: bool) -> None:
         """Queue this participant at the tail, or (passed over: it was first) behind the head."""
-        mm, me = self.mm, self.me
-        _, head, tail, seq = _QUEUE.unpack_from(mm, _DIRTY)
+        w, me, rec = self.w, self.me, self.rec
+        head, tail = w[_HEAD], w[_TAIL]
         prev = head if front else tail
-        nxt = self._u32(self._at(prev) + _NEXT) if prev else 0
-        _REC.pack_into(mm, self.rec, self._u32(self.rec + _WAKE), WAITING, prev, nxt, seq + 1, self.pid, 0)
+        nxt = w[16 * prev + _NEXT] if prev else 0
+        self.q[_SEQ_Q] += 1
+        self.q[8 * me + _RSEQ_Q] = self.q[_SEQ_Q]
+        w[rec + _PREV], w[rec + _NEXT], w[rec + _CLAIMED], w[rec + _STATE] = prev, nxt, 0, WAITING
         if prev:
-            _U32.pack_into(mm, self._at(prev) + _NEXT, me)
+            w[16 * prev + _NEXT] = me
+        else:
+            w[_HEAD] = me
         if nxt:
-            _U32.pack_into(mm, self._at(nxt) + _PREV, me)
-        _QUEUE.pack_into(mm, _DIRTY, 1, head or me, me if nxt == 0 else tail, seq + 1)
+            w[16 * nxt + _PREV] = me
+        else:
+            w[_TAIL] = me
 
     def _unlink_locked(self, slot: int, state: int) -> int:
         """Take ``slot`` out of the queue (if in it) and set its state. Returns the new head
         if ``slot`` was the head (0 otherwise), for the caller to wake after the unlock."""
-        mm, at = self.mm, self._at(slot)
-        if self._u32(at + _STATE) != WAITING:
-            _U32.pack_into(mm, at + _STATE, state)
+        w, at = self.w, 16 * slot
+        if w[at + _STATE] != WAITING:
+            w[at + _STATE] = state
             return 0
-        prev, nxt = self._u32(at + _PREV), self._u32(at + _NEXT)
+        prev, nxt = w[at + _PREV], w[at + _NEXT]
         if prev:
-            _U32.pack_into(mm, self._at(prev) + _NEXT, nxt)
+            w[16 * prev + _NEXT] = nxt
         else:
-            _U32.pack_into(mm, _HEAD, nxt)
+            w[_HEAD] = nxt
         if nxt:
-            _U32.pack_into(mm, self._at(nxt) + _PREV, prev)
+            w[16 * nxt + _PREV] = prev
         else:
-            _U32.pack_into(mm, _TAIL, prev)
-        _REC.pack_into(mm, at, self._u32(at + _WAKE), state, 0, 0, 0, self._u32(at + _PID), 0)
+            w[_TAIL] = prev
+        w[at + _STATE], w[at + _PREV], w[at + _NEXT], w[at + _CLAIMED] = state, 0, 0, 0
         return nxt if prev == 0 else 0
 
     def _rebuild_locked(self) -> None:
         """A process died mid-change: relink the waiting records of live participants by
         arrival. Runs rarely; reads every record."""
-        mm = self.mm
+        w, q = self.w, self.q
         queued = []
         for slot in range(1, SLOTS + 1):
-            at = self._at(slot)
-            state = self._u32(at + _STATE)
-            if state == WAITING and (slot == self.me or self._alive(slot)):
-                queued.append((self._u64(at + _RSEQ), slot))
+            state = w[16 * slot + _STATE]
+            if state == WAITING and self._alive(slot):
+                queued.append((q[8 * slot + _RSEQ_Q], slot))
             elif state != IDLE and not self._alive(slot):
-                _U32.pack_into(mm, at + _STATE, IDLE)
+                w[16 * slot + _STATE] = IDLE
         order = [slot for _, slot in sorted(queued)]
         for i, slot in enumerate(order):
-            _U32.pack_into(mm, self._at(slot) + _PREV, order[i - 1] if i else 0)
-            _U32.pack_into(mm, self._at(slot) + _NEXT, order[i + 1] if i + 1 < len(order) else 0)
-        seq = max([self._u64(_SEQ)] + [s for s, _ in queued])
-        _QUEUE.pack_into(mm, _DIRTY, 1, order[0] if order else 0, order[-1] if order else 0, seq)
+            w[16 * slot + _PREV] = order[i - 1] if i else 0
+            w[16 * slot + _NEXT] = order[i + 1] if i + 1 < len(order) else 0
+        q[_SEQ_Q] = max([q[_SEQ_Q]] + [seq for seq, _ in queued])
+        w[_HEAD], w[_TAIL] = (order[0], order[-1]) if order else (0, 0)
 
     # -- primitives --------------------------------------------------------------------------
-
-    def _at(self, slot: int) -> int:
-        return _HEADER_SIZE + (slot - 1) * _REC_SIZE
-
-    def _u32(self, offset: int) -> int:
-        return _U32.unpack_from(self.mm, offset)[0]
-
-    def _u64(self, offset: int) -> int:
-        return _U64.unpack_from(self.mm, offset)[0]
 
     def _claim_slot(self, path: Path) -> int:
         """A free participant slot, probing from one that depends on the pid (so that
@@ -540,24 +534,28 @@ class _Queue:
     def _unlock_mutex(self) -> None:
         _fcntl(self.fd, _SETLK, _MUTEX_OFF)
 
-    def _futex_wait(self, offset: int, seen: int, seconds: float) -> None:
+    def _futex_wait(self, word: int, seen: int, seconds: float) -> None:
         """Sleep until woken, ``seconds`` pass, or not at all if the word is no longer ``seen``."""
         ts = _Timespec(int(seconds), int((seconds % 1) * 1e9))
-        _syscall(_NR, ctypes.c_void_p(self.base + offset), _WAIT_OP, ctypes.c_long(seen), ctypes.byref(ts), None, _ZERO)
+        _syscall(_NR, ctypes.c_void_p(self.base + 4 * word), _WAIT_OP, ctypes.c_long(seen), ctypes.byref(ts),
+                 None, _ZERO)
 
     def _wake(self, slot: int) -> None:
         """Wake ``slot``'s owner. The word moves first, so an owner that read it before and
         is only now going to sleep does not sleep through this."""
         if slot:
-            at = self._at(slot)
-            _U32.pack_into(self.mm, at + _WAKE, (_U32.unpack_from(self.mm, at + _WAKE)[0] + 1) & 0xFFFFFFFF)
-            _syscall(_NR, ctypes.c_void_p(self.base + at + _WAKE), _WAKE_OP, _ONE, None, None, _ZERO)
+            word = 16 * slot + _WAKE
+            self.w[word] = (self.w[word] + 1) & 0xFFFFFFFF
+            _syscall(_NR, ctypes.c_void_p(self.base + 4 * word), _WAKE_OP, _ONE, None, None, _ZERO)
 
     def close(self) -> None:
         if self.mm is not None:
+            for view in (getattr(self, "w", None), getattr(self, "q", None)):
+                if view is not None:
+                    view.release()
             self._pin = None
             self.mm.close()
-            self.mm = None  # type: ignore[assignment]
+            self.mm = None
         if getattr(self, "fd", -1) >= 0:
             os.close(self.fd)  # drops this description's locks, and no one else's
             self.fd = -1
