@@ -53,6 +53,7 @@ class Config:
     scenario: str
     env: dict[str, str] = field(default_factory=dict)
     clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
+    saboteur: bool = False  # fault injection may arm self-stops inside write transactions
 
     @classmethod
     def load(cls, path: str) -> Config:
@@ -79,7 +80,8 @@ class Agent:
         self.saboteur = Saboteur(tuple(cfg.files[: cfg.hot]))
         self.clock = SharedClock(cfg.clock_file) if cfg.clock_file else None
         store = getattr(self.driver, "store", None)
-        self.saboteur.install(store)
+        if cfg.saboteur:
+            self.saboteur.install(store)
         if self.clock is not None and hasattr(getattr(store, "db", None), "clock"):
             store.db.clock = self.clock  # type: ignore[union-attr]
 

@@ -73,6 +73,7 @@ class Nemesis:
         self._pin: Any = None
         self.reaper = Reaper(runner, self.store)
         self._clock: SharedClock | None = None
+        runner.agent_config["saboteur"] = True
         if self.plan.clock_jumps_s:  # the file is made by whoever maps it first, offset 0
             runner.agent_config["clock_file"] = str(runner.layout.out / "store" / "clock")
         runner.on_tick.append(self.tick)
