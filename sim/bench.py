@@ -78,6 +78,10 @@ class Cell:
     fewest: int
     most: int
     errors: dict[str, int]
+    # CPU per completed call over the window: the worker processes' (raw, store: the whole
+    # operation; serve, bare: the MCP client), and the server processes' (serve, bare).
+    cpu_us_per_op: float
+    server_cpu_us_per_op: float | None
     rss_kib: list[int] = field(default_factory=list)  # per server process (serve, bare)
 
 
@@ -94,8 +98,11 @@ def cell_of(kind: str, op: str, procs: int, window_s: float, done: list[dict[str
         top = float(lat.max())
     else:
         p50 = p99 = p999 = top = float("nan")
+    calls = max(int(lat.size), 1)
+    cpu = sum(d.get("cpu_s", 0.0) for d in done) / calls * 1e6
+    server = sum(d.get("server_cpu_s", 0.0) for d in done) / calls * 1e6 if kind in ("serve", "bare") else None
     return Cell(kind, op, procs, window_s, int(lat.size), lat.size / window_s, p50, p99, p999, top,
-                jain(per_proc), min(per_proc, default=0), max(per_proc, default=0), errors, rss)
+                jain(per_proc), min(per_proc, default=0), max(per_proc, default=0), errors, cpu, server, rss)
 
 
 def vm_rss_kib(pid: int) -> int | None:
@@ -228,7 +235,8 @@ def combine(kind: str, op: str, procs: int, window_s: float, rounds: list[tuple[
     """One cell from the rounds of a group: each worker's calls over all its windows."""
     done = [{"lat_us": [x for r in rounds for x in r[0][i]["lat_us"]],
              "errors": {k: sum(r[0][i]["errors"].get(k, 0) for r in rounds)
-                        for k in {k for r in rounds for k in r[0][i]["errors"]}}}
+                        for k in {k for r in rounds for k in r[0][i]["errors"]}},
+             "cpu_s": sum(r[0][i]["cpu_s"] for r in rounds), "server_cpu_s": sum(r[0][i]["server_cpu_s"] for r in rounds)}
             for i in range(procs)]
     return cell_of(kind, op, procs, window_s * len(rounds), done, rounds[-1][1])
 

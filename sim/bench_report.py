@@ -35,9 +35,20 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+RATIO_WORDS = {
+    "store/raw": "throughput, store ÷ raw sqlite3",
+    "store/raw CPU": "CPU per operation, store ÷ raw sqlite3 (above 1: the store costs more)",
+    "serve/bare": "throughput, agents-room serve ÷ bare MCP server",
+    "serve/bare server CPU": "server CPU per call, agents-room serve ÷ bare MCP server",
+    "serve/bare RSS": "RSS per server process, agents-room serve ÷ bare MCP server",
+    "serve/store": "throughput, through stdio ÷ the store called directly",
+}
+
+
 def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """store ÷ raw per operation and process count; serve ÷ bare (throughput, RSS) and
-    serve ÷ store (what the protocol costs) at each MCP agent count."""
+    """store ÷ raw per operation and process count (throughput, CPU per operation); serve ÷
+    bare (throughput, server CPU per call, RSS) and serve ÷ store (what the protocol costs)
+    at each MCP agent count."""
     out = []
     for c in cells:
         if c["kind"] == "store":
@@ -45,11 +56,15 @@ def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if raw:
                 out.append({"ratio": "store/raw", "op": c["op"], "procs": c["procs"],
                             "value": _div(c["per_s"], raw["per_s"])})
+                out.append({"ratio": "store/raw CPU", "op": c["op"], "procs": c["procs"],
+                            "value": _div(c["cpu_us_per_op"], raw["cpu_us_per_op"])})
         if c["kind"] == "serve":
             bare = _find(cells, "bare", c["op"], c["procs"])
             if bare:
                 out.append({"ratio": "serve/bare", "op": c["op"], "procs": c["procs"],
                             "value": _div(c["per_s"], bare["per_s"])})
+                out.append({"ratio": "serve/bare server CPU", "op": c["op"], "procs": c["procs"],
+                            "value": _div(c["server_cpu_us_per_op"], bare["server_cpu_us_per_op"])})
                 out.append({"ratio": "serve/bare RSS", "op": c["op"], "procs": c["procs"],
                             "value": _div(_median(c["rss_kib"]), _median(bare["rss_kib"]))})
             store = _find(cells, "store", c["op"], c["procs"])
@@ -169,7 +184,7 @@ def print_tables(data: dict[str, Any], console: Console | None = None) -> None:
     rs = data["ratios"]
     t = Table(title="sim bench: per cell (absolute figures are context; the ratios are the result)")
     for name in ("kind", "op", "procs", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "Jain", "fewest/most",
-                 "errors", "RSS MiB", "ratio"):
+                 "errors", "CPU µs/op", "server µs/op", "RSS MiB", "ratio"):
         t.add_column(name, justify="left" if name in ("kind", "op", "errors") else "right")
     for c in data["cells"]:
         ratio = ""
@@ -183,8 +198,15 @@ def print_tables(data: dict[str, Any], console: Console | None = None) -> None:
         t.add_row(c["kind"], c["op"], str(c["procs"]), _f(c["per_s"], ",.0f"), _f(c["p50_ms"], ".2f"),
                   _f(c["p99_ms"], ".2f"), _f(c["p999_ms"], ".1f"), _f(c["max_ms"], ".1f"), _f(c["jain"], ".3f"),
                   f"{c['fewest']:,}/{c['most']:,}", ", ".join(f"{k} {v}" for k, v in c["errors"].items()),
+                  _f(c["cpu_us_per_op"], ",.0f"), _f(c["server_cpu_us_per_op"], ",.0f"),
                   _f(rss / 1024 if rss else None, ".1f"), ratio)
     console.print(t)
+    rt = Table(title="ratios (the result)")
+    for name in ("ratio", "op", "procs", "value"):
+        rt.add_column(name, justify="right" if name in ("procs", "value") else "left")
+    for r in rs:
+        rt.add_row(RATIO_WORDS[r["ratio"]], r["op"], str(r["procs"]), _f(r["value"], ".3f"))
+    console.print(rt)
     tt = Table(title="targets")
     for name in ("target", "measured", "bound", "status", "note"):
         tt.add_column(name)

@@ -74,6 +74,42 @@ def _server_pid() -> int | None:
     return None
 
 
+def _cpu_s(pid: int | None) -> float:
+    """CPU seconds (user + system) of process ``pid`` so far, from /proc (clock ticks)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Meter:
+    """What the measured window cost: this process's CPU and its server child's, from the
+    first call completed in the window to the last."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self.lat, self.errors = array("q"), Counter()
+        self.cpu0 = self.server0 = None
+
+    def record(self, t0: int, t1: int, measure: int, end: int, error: str | None) -> None:
+        if not measure <= t1 <= end:
+            return
+        if self.cpu0 is None:
+            self.cpu0, self.server0 = time.process_time(), _cpu_s(self.server_pid)
+        if error is None:
+            self.lat.append((t1 - t0) // 1000)
+        else:
+            self.errors[error] += 1
+
+    def result(self) -> dict[str, Any]:
+        cpu = 0.0 if self.cpu0 is None else time.process_time() - self.cpu0
+        server = 0.0 if self.server0 is None else _cpu_s(self.server_pid) - self.server0
+        return {"lat_us": self.lat.tolist(), "errors": dict(self.errors), "cpu_s": cpu, "server_cpu_s": server}
+
+
 def _say(word: str, payload: Any = None) -> None:
     sys.stdout.write(word + ("" if payload is None else " " + json.dumps(payload)) + "\n")
     sys.stdout.flush()
@@ -125,28 +161,23 @@ class SyncActor:
             path.write_text("after\n")  # changed since the read: drift_check asks the events
 
     def window(self, op: str, start: int, measure: int, end: int) -> dict[str, Any]:
-        lat, errors = array("q"), Counter()
+        meter = Meter(None)
         _sleep_until(start)
         while True:
             before, timed = self.work.next(op)
             t0 = time.monotonic_ns()
             if t0 >= end:
                 break
+            error = None
             try:
                 if before:
                     self.call(*before)
                     t0 = time.monotonic_ns()
                 self.call(*timed)
-                ok = True
             except Exception as exc:  # noqa: BLE001 (counted and reported per code)
-                ok, code = False, _code(exc)
-            t1 = time.monotonic_ns()
-            if measure <= t1 <= end:
-                if ok:
-                    lat.append((t1 - t0) // 1000)
-                else:
-                    errors[code] += 1
-        return {"lat_us": lat.tolist(), "errors": dict(errors)}
+                error = _code(exc)
+            meter.record(t0, time.monotonic_ns(), measure, end, error)
+        return meter.result()
 
     def close(self) -> None:
         (self.raw if self.kind == "raw" else self.store).close()
@@ -197,7 +228,8 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
             raw = RawRoom(cfg["db"])  # the bare server has no join: the session row is made here
             work.session = raw.join(cfg["cwd"], cfg["room"], f"w{index}")
             raw.close()
-        _say("ready", {"session": work.session, "server_pid": _server_pid()})
+        server_pid = _server_pid()
+        _say("ready", {"session": work.session, "server_pid": server_pid})
         while line := await anyio.to_thread.run_sync(sys.stdin.readline):
             word, *rest = line.split()
             if word == "peer":
@@ -215,28 +247,23 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
                 _say("prepped")
             elif word == "go":
                 op, (start, measure, end) = rest[0], map(int, rest[1:4])
-                lat, errors = array("q"), Counter()
+                meter = Meter(server_pid)
                 await anyio.sleep(max(0.0, (start - time.monotonic_ns()) / 1e9))
                 while True:
                     before, timed = work.next(op)
                     t0 = time.monotonic_ns()
                     if t0 >= end:
                         break
+                    error = None
                     try:
                         if before:
                             await call(*before)
                             t0 = time.monotonic_ns()
                         await call(*timed)
-                        ok = True
                     except Exception as exc:  # noqa: BLE001 (counted and reported per code)
-                        ok, code = False, str(exc).partition(":")[0][:40] or type(exc).__name__
-                    t1 = time.monotonic_ns()
-                    if measure <= t1 <= end:
-                        if ok:
-                            lat.append((t1 - t0) // 1000)
-                        else:
-                            errors[code] += 1
-                _say("done", {"lat_us": lat.tolist(), "errors": dict(errors)})
+                        error = str(exc).partition(":")[0][:40] or type(exc).__name__
+                    meter.record(t0, time.monotonic_ns(), measure, end, error)
+                _say("done", meter.result())
             elif word == "quit":
                 break
 

@@ -42,18 +42,22 @@ def test_bench_measures_every_cell(tmp_path: Path) -> None:
         assert 0 < c["p50_ms"] <= c["p99_ms"] <= c["p999_ms"] <= c["max_ms"] < 10_000, (key, c)
         assert 1 / c["procs"] <= c["jain"] <= 1 + 1e-9
         assert 0 < c["fewest"] <= c["most"] and c["fewest"] * c["procs"] <= c["count"] <= c["most"] * c["procs"]
+        assert 10 < c["cpu_us_per_op"] < 1_000_000, (key, c)
         servers = c["rss_kib"]
         if c["kind"] in ("serve", "bare"):  # one server per agent: a Python process of tens of MiB
             assert len(servers) == c["procs"] and all(10_000 < r < 1_000_000 for r in servers), servers
+            assert 100 < c["server_cpu_us_per_op"] < 1_000_000, (key, c)  # clock ticks: coarse but never 0
         else:
-            assert servers == []
+            assert servers == [] and c["server_cpu_us_per_op"] is None
 
     ratios = {(r["ratio"], r["op"], r["procs"]): r["value"] for r in data["ratios"]}
     for op in ("lease_claim", "msg_send"):
         assert ratios[("store/raw", op, 2)] == pytest.approx(cells[("store", op, 2)]["per_s"] / cells[("raw", op, 2)]["per_s"])
     assert ratios[("serve/bare", "lease_claim", 1)] == pytest.approx(
         cells[("serve", "lease_claim", 1)]["per_s"] / cells[("bare", "lease_claim", 1)]["per_s"])
-    assert ratios[("serve/bare RSS", "lease_claim", 1)] > 0
+    assert ratios[("serve/bare RSS", "lease_claim", 1)] > 0 and ratios[("serve/bare server CPU", "lease_claim", 1)] > 0
+    assert ratios[("store/raw CPU", "msg_send", 2)] == pytest.approx(
+        cells[("store", "msg_send", 2)]["cpu_us_per_op"] / cells[("raw", "msg_send", 2)]["cpu_us_per_op"])
     assert not any(name == "serve/store" for name, _, _ in ratios)  # the store ran at 2 processes, serve at 1
 
     targets = {t["target"]: t for t in data["targets"]}
@@ -81,12 +85,14 @@ def test_bench_refuses_bad_options(tmp_path: Path) -> None:
 
 
 def test_cell_figures_from_worker_timings() -> None:
-    done = [{"lat_us": [1000, 2000, 3000], "errors": {}}, {"lat_us": [4000], "errors": {"store_busy": 2}}]
+    done = [{"lat_us": [1000, 2000, 3000], "errors": {}, "cpu_s": 0.003, "server_cpu_s": 0.0},
+            {"lat_us": [4000], "errors": {"store_busy": 2}, "cpu_s": 0.001, "server_cpu_s": 0.0}]
     c = cell_of("store", "lease_claim", 2, 2.0, done, [])
     assert (c.count, c.per_s, c.fewest, c.most) == (4, 2.0, 1, 3)
+    assert c.cpu_us_per_op == pytest.approx(1000) and c.server_cpu_us_per_op is None
     assert c.jain == pytest.approx(16 / (2 * 10))  # (3+1)^2 / (2 * (9+1))
     assert c.p50_ms == pytest.approx(2.5) and c.max_ms == 4.0 and c.errors == {"store_busy": 2}
-    empty = cell_of("serve", "msg_recv", 1, 1.0, [{"lat_us": [], "errors": {}}], [])
+    empty = cell_of("serve", "msg_recv", 1, 1.0, [{"lat_us": [], "errors": {}, "cpu_s": 0.0, "server_cpu_s": 0.0}], [])
     assert empty.count == 0 and math.isnan(empty.p99_ms)
 
 
