@@ -262,7 +262,8 @@ def test_two_instances_in_one_process_keep_their_own_locks(db: Path) -> None:
 
 
 def test_threads_and_instances_of_one_process_take_turns(db: Path) -> None:
-    """A read-modify-write inside the turn, from 4 threads over 2 instances: no update lost."""
+    """A read-modify-write inside the turn, from 4 threads over 2 instances: no update lost,
+    and a fifth thread looking at the queue meanwhile breaks nothing."""
     instances = [WriteAdmission(db, 5.0), WriteAdmission(db, 5.0)]
     counter = [0]
     inside = [0]
@@ -277,12 +278,24 @@ def test_threads_and_instances_of_one_process_take_turns(db: Path) -> None:
                 counter[0] = value + 1
                 inside[0] -= 1
 
+    looks: list[int] = []
+    stop = threading.Event()
+
+    def look() -> None:  # the queue's mutex, taken by a thread of an instance in a turn
+        while not stop.is_set():
+            looks.append(len(instances[0].queue()))
+
     threads = [threading.Thread(target=run, args=(instances[i % 2],)) for i in range(4)]
-    for t in threads:
+    looker = threading.Thread(target=look)
+    for t in [*threads, looker]:
         t.start()
     for t in threads:
         t.join()
+    stop.set()
+    looker.join()
     assert counter[0] == 600
+    assert looks and max(looks) <= 2  # at most one holder and the other instance waiting
+    assert instances[0].queue() == []
     for a in instances:
         a.close()
 
@@ -422,7 +435,7 @@ def _serve(db: Path, timeout_s: float) -> None:
         elif command == "die-inside":
             q = admission._queue
             assert q is not None
-            q._lock_mutex(None)
+            assert q._lock_mutex(time.monotonic() + 5)
             q._begin()  # marks the change in progress
             # Half of an append to an empty queue: the record says "waiting", the header
             # names it head but not yet tail.

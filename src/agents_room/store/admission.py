@@ -99,7 +99,7 @@ if SUPPORTED:
     # Every argument a full-width long: syscall() is variadic and reads longs.
     _NR, _WAIT_OP, _WAKE_OP = ctypes.c_long(_FUTEX_NR or 0), ctypes.c_long(0), ctypes.c_long(1)
     _ONE, _ZERO = ctypes.c_long(1), ctypes.c_long(0)
-    _fcntl, _SETLK, _SETLKW, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_SETLKW, fcntl.F_OFD_GETLK
+    _fcntl, _SETLK, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_GETLK
     _MUTEX_ON, _MUTEX_OFF = _flock(fcntl.F_WRLCK, _MUTEX), _flock(fcntl.F_UNLCK, _MUTEX)
     _TURN_ON, _TURN_OFF = _flock(fcntl.F_WRLCK, _TURN), _flock(fcntl.F_UNLCK, _TURN)
 
@@ -136,7 +136,7 @@ class WriteAdmission:
         self.path = Path(f"{db_path}-admission")
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._queue: _Queue | None = _Queue(self.path, borrow_max, borrow_s) if SUPPORTED else None
+        self._queue: _Queue | None = _Queue(self.path, self.timeout_s, borrow_max, borrow_s) if SUPPORTED else None
         self._turn = _Turn(self)
 
     @property
@@ -217,8 +217,11 @@ class _Queue:
     """One participant's handle on the side file (see the module's docstring). Methods
     named ``_…_locked`` run with the mutex held, after :meth:`_begin` set ``dirty``."""
 
-    def __init__(self, path: Path, borrow_max: int, borrow_s: float) -> None:
+    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float) -> None:
         self.borrow_max, self.borrow_ns = borrow_max, int(borrow_s * 1e9)
+        # Threads of one instance share its open file, whose OFD locks never conflict with
+        # each other: this makes the mutex exclusive between them too.
+        self._inner = threading.Lock()
         self.ticket = 0
         self.holding = False
         self.pid = os.getpid()
@@ -236,7 +239,8 @@ class _Queue:
             self.base = ctypes.addressof(self._pin)  # where the futex words are
             self.me = self._claim_slot(path)
             self.rec = 16 * self.me
-            self._lock_mutex(None)
+            if not self._lock_mutex(time.monotonic() + timeout_s):
+                raise StoreBusy(f"the mutex of {path} was not had within {timeout_s:g} s (a stopped process?)")
             try:
                 w = self.w
                 if w[_MAGIC_W] == 0:
@@ -334,12 +338,15 @@ class _Queue:
             if w[_HEAD] == me:
                 try:
                     _fcntl(self.fd, _SETLK, _TURN_ON)
-                    self._change(None, self._unlink_locked, me, IDLE)  # the new head sleeps on
-                    self.hold(False)
-                    return True
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
+                else:
+                    if not self._change(deadline + GRACE_S, self._unlink_locked, me, IDLE):  # the new head sleeps on
+                        _fcntl(self.fd, _SETLK, _TURN_OFF)  # the mutex's holder is stopped: give up
+                        return False
+                    self.hold(False)
+                    return True
                 if woken:  # woken by a release, yet taken: borrowed. No more borrowing.
                     w[rec + _CLAIMED] = 1
             now = time.monotonic()
@@ -394,7 +401,7 @@ class _Queue:
             self._wake(woken)  # the new head: the turn may be free
         return False
 
-    def _change(self, deadline: float | None, change, *args) -> bool:  # type: ignore[no-untyped-def]
+    def _change(self, deadline: float, change, *args) -> bool:  # type: ignore[no-untyped-def]
         if not self._lock_mutex(deadline):
             return False
         try:
@@ -407,7 +414,8 @@ class _Queue:
 
     def places(self) -> list[Place]:
         w = self.w
-        self._lock_mutex(None)
+        if not self._lock_mutex(time.monotonic() + 1.0):
+            raise StoreBusy("the admission queue's mutex has been held for a second (a stopped process?)")
         try:
             holder, places = w[_HOLDER], []
             if holder & ~_BORROWED and (self.holding or not self._turn_free()):  # (our own lock never conflicts)
@@ -512,12 +520,11 @@ class _Queue:
     def _turn_free(self) -> bool:
         return _FLOCK.unpack(_fcntl(self.fd, _GETLK, _TURN_ON))[0] == fcntl.F_UNLCK
 
-    def _lock_mutex(self, deadline: float | None) -> bool:
-        """Take the mutex. With a deadline, give up (False) when it passes: a holder stopped
+    def _lock_mutex(self, deadline: float) -> bool:
+        """Take the mutex, or give up (False) when ``deadline`` passes: a holder stopped
         inside its microseconds must not stall a bounded wait."""
-        if deadline is None:
-            _fcntl(self.fd, _SETLKW, _MUTEX_ON)
-            return True
+        if not self._inner.acquire(timeout=max(deadline - time.monotonic(), 0.0)):
+            return False
         pause = 0.0
         while True:
             try:
@@ -525,14 +532,17 @@ class _Queue:
                 return True
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    self._inner.release()
                     raise
             if time.monotonic() >= deadline:
+                self._inner.release()
                 return False
             time.sleep(pause)
             pause = min(pause * 2 or 20e-6, 1e-3)
 
     def _unlock_mutex(self) -> None:
         _fcntl(self.fd, _SETLK, _MUTEX_OFF)
+        self._inner.release()
 
     def _futex_wait(self, word: int, seen: int, seconds: float) -> None:
         """Sleep until woken, ``seconds`` pass, or not at all if the word is no longer ``seen``."""
