@@ -143,7 +143,12 @@ def test_sweep_runs_each_point_and_reports_the_knee(tmp_path: Path) -> None:
     for p in data["points"]:
         report = json.loads((Path(p["out"]) / "report.json").read_text())
         assert p["verdict"] == report["verdict"] == "valid"
-        assert p["p99_ms"] == report["all"]["p99_ms"] and p["p99_by_op"]["lease_claim"] > 0
+        work = {r["f"]: r for r in report["operations"]}
+        assert p["p99_by_op"]["lease_claim"] > 0 and 0 < p["p50_ms"] <= p["p99_ms"]
+        for f, p99 in p["p99_by_op"].items():  # the steady work: the start-up joins and first room_who aside
+            if f not in ("room_join", "room_who"):
+                assert p99 == pytest.approx(work[f]["p99_ms"]) and p["count_by_op"][f] == work[f]["count"], f
+        assert p["count_by_op"].get("room_who", 0) == work["room_who"]["count"] - p["agents"]
     assert data["knee"] == knee(data["points"])
     assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "knee" in done.stdout
