@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LEASE = ("lease-exclusive", "lease-token-monotonic", "lease-release-held", "lease-windows")
+# A broken lease store may also answer drift checks wrongly (they are judged against who held
+# the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
+LEASE = ("lease-exclusive", "lease-token-monotonic", "lease-release-held", "lease-windows", "drift-truth")
 DELIVERY = ("delivery-forward", "delivery-exactly-once")
 
 
