@@ -201,12 +201,12 @@ def summarise(mode: str, procs: int, rounds: list[dict]) -> dict:
 
 
 def _print(rows: list[dict]) -> None:
-    head = f"{'mode':<16} {'procs':>5} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} " \
+    head = f"{'mode':<22} {'procs':>5} {'commits/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} " \
            f"{'max wait ms':>11} {'Jain':>6} {'fewest/most':>15} {'busy':>5} {'load':>5}"
     print(head)
     print("-" * len(head))
     for r in rows:
-        print(f"{r['mode']:<16} {r['procs']:>5} {r['commits_per_s']:>10,.0f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
+        print(f"{r['mode']:<22} {r['procs']:>5} {r['commits_per_s']:>10,.0f} {r['p50_ms']:>8.3f} {r['p99_ms']:>8.3f} "
               f"{r['p999_ms']:>9.2f} {r['max_wait_ms']:>11.1f} {r['jain']:>6.3f} "
               f"{str(r['fewest']) + '/' + str(r['most']):>15} {r['busy']:>5} {r['load']:>5.1f}")
     by = {(r["mode"], r["procs"]): r for r in rows}
