@@ -128,13 +128,13 @@ def test_touches_only_its_side_file(db: Path) -> None:
 @pytest.mark.slow
 def test_waiters_take_turns_in_arrival_order(db: Path, spawn, tmp_path: Path) -> None:
     log = tmp_path / "order.log"
-    workers = spawn(4)
+    workers = spawn(3)
     me = WriteAdmission(db, 5.0)
     with me.turn():
         for i, w in enumerate(workers):
             w.send(f"log {log}")
             places = _wait_for(me, [os.getpid()] + [x.pid for x in workers[: i + 1]])
-        assert [p.state for p in places] == ["holding"] + ["waiting"] * 4
+        assert [p.state for p in places] == ["holding"] + ["waiting"] * 3
     for w in workers:
         w.expect("done")
     assert log.read_text().split() == [str(w.pid) for w in workers]
@@ -353,16 +353,16 @@ def test_a_killed_borrower_hands_the_turn_to_the_waiting_head(db: Path, spawn) -
 
 @pytest.mark.slow
 def test_random_kills_never_stall_the_survivors(db: Path, spawn) -> None:
-    """Workers loop short turns; every 150 ms one of the doomed ones is SIGKILLed wherever
+    """Workers loop short turns; every 200 ms one of the doomed ones is SIGKILLed wherever
     it is (waiting, holding, borrowing, inside the mutex). Survivors never give up and
     never wait long."""
     rng = random.Random(7)
-    survivors, doomed = spawn(2, timeout_s=4.0), spawn(4, timeout_s=4.0)
+    survivors, doomed = spawn(2, timeout_s=4.0), spawn(3, timeout_s=4.0)
     end = time.monotonic() + 1.5
     for w in survivors + doomed:
         w.send(f"loop {end}")
     while doomed:
-        time.sleep(0.15)
+        time.sleep(0.2)
         doomed.pop(rng.randrange(len(doomed))).signal(signal.SIGKILL)
     for w in survivors:
         turns, busy, longest, _ = w.expect("looped")
@@ -374,7 +374,7 @@ def test_random_kills_never_stall_the_survivors(db: Path, spawn) -> None:
 def test_turns_are_exclusive_and_evenly_shared(db: Path, spawn, tmp_path: Path) -> None:
     """Without faults no two processes ever hold a turn at once (each probes a flock of
     its own inside the turn), and closed loops get about the same number of turns."""
-    workers = spawn(4)
+    workers = spawn(3)
     end = time.monotonic() + 1.5
     for w in workers:
         w.send(f"loop {end} {tmp_path / 'probe'}")
