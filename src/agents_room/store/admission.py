@@ -11,8 +11,9 @@ are open-file-description (OFD) locks on its bytes: they belong to one open of t
 several instances in one process never drop each other's (as POSIX ``fcntl`` locks would),
 and the kernel drops them when their process dies, however it dies.
 
-- the turn is an OFD lock on byte 1. With nobody queued, a writer just takes it: two
-  syscalls a turn. A holder that dies releases it with its last breath.
+- the turn is a ``flock`` of the side file (like OFD locks, it belongs to one open of the
+  file and dies with its process; it is cheaper to call and kept apart from the byte locks
+  below). With nobody queued, a writer just takes it: two syscalls a turn.
 - the queue: a header and one 64-byte record per participant (one per
   :class:`WriteAdmission`), linked ``prev``/``next`` in arrival order. A participant owns
   record ``i`` while it holds an OFD lock on byte ``_LIVE + i``: "is it alive" is one
@@ -80,7 +81,7 @@ _BORROWED = 1 << 31
 # Record of participant i: at word 16 * i (in _W) / 8 * i (in _Q). The futex word, state,
 # links, arrival number, pid, and whether it woke to find its turn borrowed.
 _WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _CLAIMED = 0, 1, 2, 3, 2, 6, 7
-_MUTEX, _TURN, _LIVE = 0, 1, 1 << 20  # lock bytes (locks need no bytes in the file)
+_MUTEX, _LIVE = 0, 1 << 20  # OFD lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
 _FLOCK = struct.Struct("hhqqi0q")  # struct flock on 64-bit Linux: type whence start len pid
@@ -101,7 +102,7 @@ if SUPPORTED:
     _ONE, _ZERO = ctypes.c_long(1), ctypes.c_long(0)
     _fcntl, _SETLK, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_GETLK
     _MUTEX_ON, _MUTEX_OFF = _flock(fcntl.F_WRLCK, _MUTEX), _flock(fcntl.F_UNLCK, _MUTEX)
-    _TURN_ON, _TURN_OFF = _flock(fcntl.F_WRLCK, _TURN), _flock(fcntl.F_UNLCK, _TURN)
+    _flock_call, _TURN_ON, _TURN_OFF = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
 
 
 class _Timespec(ctypes.Structure):
@@ -188,7 +189,7 @@ class _Turn:
             # write transaction, and a Python call costs about what a syscall does.
             if not queue.w[_HEAD]:
                 try:
-                    _fcntl(queue.fd, _SETLK, _TURN_ON)
+                    _flock_call(queue.fd, _TURN_ON)
                     queue.hold(False)
                     return
                 except OSError as exc:
@@ -267,7 +268,7 @@ class _Queue:
         head = self.w[_HEAD]
         if head == 0 or self._may_borrow(head):
             try:
-                _fcntl(self.fd, _SETLK, _TURN_ON)
+                _flock_call(self.fd, _TURN_ON)
                 self.hold(head != 0)
                 return True
             except OSError as exc:
@@ -303,7 +304,7 @@ class _Queue:
             w[_GRANTER], w[_BORROWS] = self.me, 0
         w[_HOLDER] = 0
         self.holding = False
-        _fcntl(self.fd, _SETLK, _TURN_OFF)
+        _flock_call(self.fd, _TURN_OFF)
         # Read after the release (a kernel lock operation, so ordered after it): anyone who
         # queued and then failed to take the turn from us is seen here.
         if head := w[_HEAD]:
@@ -315,7 +316,7 @@ class _Queue:
         if self.holding:
             self.leave()
         else:
-            _fcntl(self.fd, _SETLK, _TURN_OFF)
+            _flock_call(self.fd, _TURN_OFF)
             self._give_up()
 
     def _may_borrow(self, head: int) -> bool:
@@ -337,13 +338,13 @@ class _Queue:
                 continue
             if w[_HEAD] == me:
                 try:
-                    _fcntl(self.fd, _SETLK, _TURN_ON)
+                    _flock_call(self.fd, _TURN_ON)
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
                 else:
                     if not self._change(deadline + GRACE_S, self._unlink_locked, me, IDLE):  # the new head sleeps on
-                        _fcntl(self.fd, _SETLK, _TURN_OFF)  # the mutex's holder is stopped: give up
+                        _flock_call(self.fd, _TURN_OFF)  # the mutex's holder is stopped: give up
                         return False
                     self.hold(False)
                     return True
@@ -418,7 +419,7 @@ class _Queue:
             raise StoreBusy("the admission queue's mutex has been held for a second (a stopped process?)")
         try:
             holder, places = w[_HOLDER], []
-            if holder & ~_BORROWED and (self.holding or not self._turn_free()):  # (our own lock never conflicts)
+            if holder & ~_BORROWED and (self.holding or not self._turn_free()):
                 state: Literal["holding", "borrowing"] = "borrowing" if holder & _BORROWED else "holding"
                 places.append(Place(w[16 * (holder & ~_BORROWED) + _PID], state))
             self._begin()
@@ -518,7 +519,10 @@ class _Queue:
         return _FLOCK.unpack(probe)[0] != fcntl.F_UNLCK
 
     def _turn_free(self) -> bool:
-        return _FLOCK.unpack(_fcntl(self.fd, _GETLK, _TURN_ON))[0] == fcntl.F_UNLCK
+        """Whether nobody holds the turn, by the holder's word (flock has no query): a
+        holder that died has let go of it, whatever its word says."""
+        holder = self.w[_HOLDER] & ~_BORROWED
+        return holder == 0 or not self._alive(holder)
 
     def _lock_mutex(self, deadline: float) -> bool:
         """Take the mutex, or give up (False) when ``deadline`` passes: a holder stopped
