@@ -71,8 +71,8 @@ BORROW_S = 0.001  # … within this long after its release (1, 2 and 4 ms measur
 
 _MAGIC, _VERSION = 0x32515241, 2  # "ARQ2"
 _SIZE = 64 + SLOTS * 64  # a 64-byte header, then one 64-byte record per participant
-# The file is read and written as native 32- and 64-bit words (``_W`` and ``_Q`` views): the
-# constants below are word indexes. Header, queue fields (changed under the mutex):
+# The file is read and written as native 32- and 64-bit words (the ``w`` and ``q`` views of
+# the mapping): the constants below are word indexes (``_Q``: of 64-bit words). Header, queue fields (changed under the mutex):
 _MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _SEQ_Q = 0, 1, 2, 3, 4, 3
 # … turn fields (written only by the turn's holder): holder slot (| _BORROWED), turns taken,
 # and the lending of the last hand-over: who released, borrows since, when.
@@ -90,7 +90,7 @@ SUPPORTED = sys.platform == "linux" and hasattr(fcntl, "F_OFD_SETLK") and _FUTEX
 _GRACE_NS = int(GRACE_S * 1e9)
 
 
-def _flock(kind: int, byte: int) -> bytes:
+def _byte_lock(kind: int, byte: int) -> bytes:
     return _FLOCK.pack(kind, os.SEEK_SET, byte, 1, 0)
 
 
@@ -101,7 +101,7 @@ if SUPPORTED:
     _NR, _WAIT_OP, _WAKE_OP = ctypes.c_long(_FUTEX_NR or 0), ctypes.c_long(0), ctypes.c_long(1)
     _ONE, _ZERO = ctypes.c_long(1), ctypes.c_long(0)
     _fcntl, _SETLK, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_GETLK
-    _MUTEX_ON, _MUTEX_OFF = _flock(fcntl.F_WRLCK, _MUTEX), _flock(fcntl.F_UNLCK, _MUTEX)
+    _MUTEX_ON, _MUTEX_OFF = _byte_lock(fcntl.F_WRLCK, _MUTEX), _byte_lock(fcntl.F_UNLCK, _MUTEX)
     _flock_call, _TURN_ON, _TURN_OFF = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
 
 
@@ -505,7 +505,7 @@ class _Queue:
         for i in range(SLOTS):
             slot = (start + i) % SLOTS + 1
             try:
-                _fcntl(self.fd, _SETLK, _flock(fcntl.F_WRLCK, _LIVE + slot))
+                _fcntl(self.fd, _SETLK, _byte_lock(fcntl.F_WRLCK, _LIVE + slot))
                 return slot
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
@@ -515,7 +515,7 @@ class _Queue:
     def _alive(self, slot: int) -> bool:
         if slot == self.me:
             return True  # our own lock never conflicts with us
-        probe = _fcntl(self.fd, _GETLK, _flock(fcntl.F_WRLCK, _LIVE + slot))
+        probe = _fcntl(self.fd, _GETLK, _byte_lock(fcntl.F_WRLCK, _LIVE + slot))
         return _FLOCK.unpack(probe)[0] != fcntl.F_UNLCK
 
     def _turn_free(self) -> bool:
