@@ -20,6 +20,7 @@ absolute figures move from run to run, the ratios of one run much less.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import queue
@@ -83,6 +84,7 @@ class Cell:
     cpu_us_per_op: float
     server_cpu_us_per_op: float | None
     rss_kib: list[int] = field(default_factory=list)  # per server process (serve, bare)
+    rounds_per_s: list[float] = field(default_factory=list)  # throughput of each window, in order
 
 
 def cell_of(kind: str, op: str, procs: int, window_s: float, done: list[dict[str, Any]],
@@ -238,7 +240,9 @@ def combine(kind: str, op: str, procs: int, window_s: float, rounds: list[tuple[
                         for k in {k for r in rounds for k in r[0][i]["errors"]}},
              "cpu_s": sum(r[0][i]["cpu_s"] for r in rounds), "server_cpu_s": sum(r[0][i]["server_cpu_s"] for r in rounds)}
             for i in range(procs)]
-    return cell_of(kind, op, procs, window_s * len(rounds), done, rounds[-1][1])
+    cell = cell_of(kind, op, procs, window_s * len(rounds), done, rounds[-1][1])
+    per_round = [sum(len(d["lat_us"]) for d in r[0]) / window_s for r in rounds]
+    return dataclasses.replace(cell, rounds_per_s=per_round)
 
 
 def run_pair(pair: list[tuple[str, int]], opts: Options, say: Any) -> list[Cell]:

@@ -36,13 +36,24 @@ def _div(a: float | None, b: float | None) -> float | None:
 
 
 RATIO_WORDS = {
-    "store/raw": "throughput, store ÷ raw sqlite3",
+    "store/raw": "throughput, store ÷ raw sqlite3 (median over rounds)",
     "store/raw CPU": "CPU per operation, store ÷ raw sqlite3 (above 1: the store costs more)",
-    "serve/bare": "throughput, agents-room serve ÷ bare MCP server",
+    "serve/bare": "throughput, agents-room serve ÷ bare MCP server (median over rounds)",
     "serve/bare server CPU": "server CPU per call, agents-room serve ÷ bare MCP server",
     "serve/bare RSS": "RSS per server process, agents-room serve ÷ bare MCP server",
     "serve/store": "throughput, through stdio ÷ the store called directly",
 }
+
+
+def _round_ratio(a: dict[str, Any], b: dict[str, Any]) -> float | None:
+    """The median over rounds of ``a``'s throughput ÷ ``b``'s, each pair of windows measured
+    back to back: a burst of load from elsewhere hits one round, not the result."""
+    pairs = [x / y for x, y in zip(a.get("rounds_per_s", []), b.get("rounds_per_s", []), strict=False) if y]
+    if not pairs:
+        return _div(a["per_s"], b["per_s"])
+    pairs.sort()
+    mid = len(pairs) // 2
+    return pairs[mid] if len(pairs) % 2 else (pairs[mid - 1] + pairs[mid]) / 2
 
 
 def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -55,14 +66,14 @@ def ratios(cells: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raw = _find(cells, "raw", c["op"], c["procs"])
             if raw:
                 out.append({"ratio": "store/raw", "op": c["op"], "procs": c["procs"],
-                            "value": _div(c["per_s"], raw["per_s"])})
+                            "value": _round_ratio(c, raw)})
                 out.append({"ratio": "store/raw CPU", "op": c["op"], "procs": c["procs"],
                             "value": _div(c["cpu_us_per_op"], raw["cpu_us_per_op"])})
         if c["kind"] == "serve":
             bare = _find(cells, "bare", c["op"], c["procs"])
             if bare:
                 out.append({"ratio": "serve/bare", "op": c["op"], "procs": c["procs"],
-                            "value": _div(c["per_s"], bare["per_s"])})
+                            "value": _round_ratio(c, bare)})
                 out.append({"ratio": "serve/bare server CPU", "op": c["op"], "procs": c["procs"],
                             "value": _div(c["server_cpu_us_per_op"], bare["server_cpu_us_per_op"])})
                 out.append({"ratio": "serve/bare RSS", "op": c["op"], "procs": c["procs"],
