@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import admission as admission_module
-from agents_room.store.admission import CHECK_S, GRACE_S, SUPPORTED, Place, WriteAdmission
+from agents_room.store import turnqueue
+from agents_room.store.admission import Place, WriteAdmission
+from agents_room.store.turnqueue import CHECK_S, GRACE_S, SUPPORTED
 from agents_room.store.errors import InvalidArgument, StoreBusy
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="admission is Linux-only (OFD locks, futex)")
@@ -440,8 +441,8 @@ def _serve(db: Path, timeout_s: float) -> None:
             q._begin()  # marks the change in progress
             # Half of an append to an empty queue: the record says "waiting", the header
             # names it head but not yet tail.
-            q.w[q.rec + admission_module._STATE] = admission_module.WAITING
-            q.w[admission_module._HEAD] = q.me
+            q.w[q.rec + turnqueue._STATE] = turnqueue.WAITING
+            q.w[turnqueue._HEAD] = q.me
             print("inside", flush=True)
             time.sleep(60)
 
