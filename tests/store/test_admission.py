@@ -449,3 +449,14 @@ def _serve(db: Path, timeout_s: float) -> None:
 
 if __name__ == "__main__":
     _serve(Path(sys.argv[1]), float(sys.argv[2]))
+
+
+def test_the_store_takes_its_turn_when_fair_admission_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTS_ROOM_FAIR_ADMISSION", "1")
+    from agents_room.store import Store
+
+    with Store.open(tmp_path / "fair.db") as store:
+        sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
+        before = store.db._admission.ticket
+        assert store.lease_claim(sid, "a.txt").ok
+        assert store.db._admission.ticket > before

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .admission import WriteAdmission
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
 
@@ -119,6 +120,12 @@ class Database:
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._commits = 0
+        # Fair admission to the write lock (a FIFO queue in a side file) is opt-in until it
+        # meets its latency target: SQLite's own busy handler keeps no queue and starves
+        # writers under many processes (docs/performance.md).
+        self._admission = (
+            WriteAdmission(path, busy_timeout_s) if os.environ.get("AGENTS_ROOM_FAIR_ADMISSION") == "1" else None
+        )
         try:
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves. Python 3.11's
             # "IMMEDIATE" only begins before the first write statement, which would run a
@@ -148,7 +155,7 @@ class Database:
         """One write transaction: BEGIN IMMEDIATE (the write lock is taken before any read,
         so a check-then-insert cannot interleave with another writer), COMMIT on success,
         ROLLBACK on any error. Waiting for the lock is bounded; past it, ``StoreBusy``."""
-        with self._turn():
+        with self._turn(), (self._admission.turn() if self._admission else contextlib.nullcontext()):
             try:
                 self.conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -208,6 +215,8 @@ class Database:
     def close(self) -> None:
         with self._lock:
             self.conn.close()
+            if self._admission:
+                self._admission.close()
 
     # -- files and health -----------------------------------------------------------------
 
