@@ -28,7 +28,7 @@ def sim(*args: str, cwd: Path, timeout: float = 180) -> subprocess.CompletedProc
 @pytest.mark.slow
 def test_bench_measures_every_cell(tmp_path: Path) -> None:
     out = tmp_path / "bench"
-    done = sim("bench", "--out", str(out), "--procs", "2", "--mcp-procs", "1", "--seconds", "0.3",
+    done = sim("bench", "--out", str(out), "--procs", "2", "--mcp-procs", "1", "--seconds", "0.4",
                "--rounds", "1", "--warmup", "0.1", "--hook-runs", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout[-3000:]
     data = json.loads((out / "bench.json").read_text())
@@ -39,11 +39,11 @@ def test_bench_measures_every_cell(tmp_path: Path) -> None:
     assert set(cells) == expected and len(data["cells"]) == len(expected)
     for key, c in cells.items():
         assert c["count"] > 0 and not c["errors"], (key, c)
-        assert c["per_s"] == pytest.approx(c["count"] / c["window_s"]) and c["window_s"] == pytest.approx(0.3)
+        assert c["per_s"] == pytest.approx(c["count"] / c["window_s"]) and c["window_s"] == pytest.approx(0.4)
         assert c["rounds_per_s"] == [pytest.approx(c["per_s"])]
         assert 0 < c["p50_ms"] <= c["p99_ms"] <= c["p999_ms"] <= c["max_ms"] < 10_000, (key, c)
         assert 1 / c["procs"] <= c["jain"] <= 1 + 1e-9
-        # A 0.3 s window on a loaded machine may leave one process without a finished op;
+        # A 0.4 s window on a loaded machine may leave one process without a finished op;
         # the per-process counts must still add up.
         assert 0 <= c["fewest"] <= c["most"] and c["fewest"] * c["procs"] <= c["count"] <= c["most"] * c["procs"]
         assert 10 < c["cpu_us_per_op"] < 1_000_000, (key, c)
