@@ -93,6 +93,7 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
                 "notes": outcome.notes},
         "operations": [r.__dict__ for r in figures.table],
         "all": figures.all_ops.__dict__,
+        "startup": figures.startup.__dict__,
         "fairness": figures.fairness.__dict__,
         "store_busy": figures.store_busy,
         "late": figures.late,
@@ -121,8 +122,9 @@ def _ms(x: float) -> str:
     return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
 
 
-def _op_line(r: dict[str, Any]) -> str:
-    return (f"| {r['f']} | {r['count']:,} | {r['ok']:,} | {r['fail']:,} | {r['info']:,} | {r['per_s']:,.1f} | "
+def _op_line(r: dict[str, Any], per_s: str | None = None) -> str:
+    per_s = f"{r['per_s']:,.1f}" if per_s is None else per_s
+    return (f"| {r['f']} | {r['count']:,} | {r['ok']:,} | {r['fail']:,} | {r['info']:,} | {per_s} | "
             f"{_ms(r['p50_ms'])} | {_ms(r['p90_ms'])} | {_ms(r['p99_ms'])} | {_ms(r['p999_ms'])} | {_ms(r['max_ms'])} |")
 
 
@@ -162,8 +164,12 @@ def markdown(d: dict[str, Any]) -> str:
               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
     lines += [_op_line(r) for r in d["operations"]]
     lines.append(_op_line({**d["all"], "f": "**all**"}))
+    lines.append(_op_line({**d["startup"], "f": "*start-up joins*"}, per_s="-"))
     lines.append("")
-    errs = {r["f"]: r["errors"] for r in d["operations"] if r["errors"]}
+    lines.append("The start-up joins (each agent's joins before its first call on \"go\", made while the other "
+                 "agents were still starting) are counted on their own line, out of the rows above and **all**.")
+    lines.append("")
+    errs = {r["f"]: r["errors"] for r in [*d["operations"], d["startup"]] if r["errors"]}
     if errs:
         lines.append("Errors by code: " + "; ".join(
             f"{f}: " + ", ".join(f"{k} {v:,}" for k, v in e.items()) for f, e in errs.items()) + ".")
@@ -276,10 +282,11 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
               title_justify="left")
     for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):
         t.add_column(col, justify="left" if col == "operation" else "right")
-    for r in [*d["operations"], {**d["all"], "f": "all"}]:
-        t.add_row(r["f"], f"{r['count']:,}", f"{r['ok']:,}", f"{r['fail']:,}", f"{r['info']:,}", f"{r['per_s']:,.0f}",
-                  _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["p999_ms"]), _ms(r["max_ms"]),
-                  style="bold" if r["f"] == "all" else None)
+    for r in [*d["operations"], {**d["all"], "f": "all"}, d["startup"]]:
+        start_up = r["f"] == "start-up"
+        t.add_row(r["f"], f"{r['count']:,}", f"{r['ok']:,}", f"{r['fail']:,}", f"{r['info']:,}",
+                  "-" if start_up else f"{r['per_s']:,.0f}", _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["p999_ms"]),
+                  _ms(r["max_ms"]), style="bold" if r["f"] == "all" else "dim" if start_up else None)
     console.print(t)
     fair = d["fairness"]
     console.print(f"fairness: Jain {fair['jain']:.3f}, fewest {fair['fewest'][1]:,}, most {fair['most'][1]:,}, "

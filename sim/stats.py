@@ -1,6 +1,11 @@
 """Figures from a run's history: per-operation counts and latency percentiles, fairness
 across agents, the store's busy answers, and the same over time bins for the plots.
 
+The per-operation figures are the steady work's. An agent's start-up joins (made before it
+says ready, while other agents' interpreters are still starting) are counted in a row of
+their own, and the final drain's reads apart: either would otherwise set the tail of
+``room_join`` or ``msg_recv`` by something other than the workload.
+
 Latency is completion minus invoke; in an open-loop run it is completion minus the
 *intended* start, so a stalled store shows up as latency instead of hiding in the gaps
 between operations (coordinated omission).
@@ -8,6 +13,7 @@ between operations (coordinated omission).
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -72,6 +78,7 @@ class Stats:
     drain_ops: int
     table: list[OpRow]
     all_ops: OpRow
+    startup: OpRow  # the start-up joins, out of ``table`` and ``all_ops``
     fairness: Fairness
     bins: Bins
     late: dict[str, Any] = field(default_factory=dict)  # open loop only
@@ -88,6 +95,18 @@ class Stats:
 
 def latency_ms(invoke: Record, done: Record) -> float:
     return (done["time"] - invoke.get("intended", invoke["time"])) / 1e6
+
+
+def work_starts(history: list[Record]) -> dict[str, int]:
+    """Each agent's first ``room_who`` invoke: the call it makes on "go". What an agent
+    invoked before it are its start-up joins. Per agent rather than the run's ``start_ns``:
+    agents get "go" shortly before ``start_ns`` and work at once; a replacement process
+    started mid-run joins after its agent's start, under load, and counts as work."""
+    first: dict[str, int] = {}
+    for r in history:  # in time order
+        if r["type"] == "invoke" and r["f"] == "room_who":
+            first.setdefault(r["agent"], r["time"])
+    return first
 
 
 def _row(f: str, lat: np.ndarray, outcomes: Counter, errors: Counter, duration_s: float) -> OpRow:
@@ -111,7 +130,8 @@ def jain(values: list[int]) -> float:
 
 def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str], *,
             late_ms: float | None = None) -> Stats:
-    """Figures over the operations that completed; drain-phase reads are counted apart."""
+    """Figures over the operations that completed; start-up joins and drain-phase reads are
+    counted apart."""
     duration_s = max((end_ns - start_ns) / 1e9, 1e-9)
     lat: dict[str, list[float]] = defaultdict(list)
     outcomes: dict[str, Counter] = defaultdict(Counter)
@@ -122,6 +142,10 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
     done_lat: list[float] = []
     busy_t: list[float] = []
     drain = 0
+    startup_lat: list[float] = []
+    startup_out: Counter = Counter()
+    startup_err: Counter = Counter()
+    work_from = work_starts(history)
     longest = (0.0, "none")
     late_n, scheduled, worst_late = 0, 0, 0.0
     for inv, done in pairs(history):
@@ -129,6 +153,12 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
             drain += 1
             continue
         f, ms = inv["f"], latency_ms(inv, done)
+        if inv["time"] < work_from.get(inv["agent"], math.inf):  # an agent that never worked: all start-up
+            startup_lat.append(ms)
+            startup_out[done["type"]] += 1
+            if done["error"]:
+                startup_err[done["error"]] += 1
+            continue
         lat[f].append(ms)
         outcomes[f][done["type"]] += 1
         if done["error"]:
@@ -140,7 +170,7 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
         done_t.append((done["time"] - start_ns) / 1e9)
         done_f.append(f)
         done_lat.append(ms)
-        if f in WRITE_OPS and ms > longest[0] and inv["time"] >= start_ns:  # start-up joins aside
+        if f in WRITE_OPS and ms > longest[0]:
             at = (inv["time"] - start_ns) / 1e9
             longest = (ms, f"{f} by {inv['agent']} at {at:+.2f} s ({done['type']}{', ' + done['error'] if done['error'] else ''})")
         if "intended" in inv:
@@ -169,6 +199,7 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
     return Stats(
         duration_s=duration_s, ops=in_window, per_s=in_window / duration_s, ok=all_out["ok"], fail=all_out["fail"],
         info=all_out["info"], store_busy=all_err["store_busy"], drain_ops=drain, table=table, all_ops=all_row,
+        startup=_row("start-up", np.asarray(startup_lat), startup_out, startup_err, 0.0),
         fairness=fair, bins=_bins(done_t, done_f, done_lat, busy_t, duration_s), late=late,
         latencies_ms={f: v for f, v in lat.items()},
     )

@@ -39,7 +39,8 @@ def check_run(out: Path, driver: str) -> None:
     history = read(out / "history.jsonl")
     done = [(i, d) for i, d in pairs(history)]
     ok = Counter(i["f"] for i, d in done if d["type"] == "ok")
-    assert report["all"]["count"] + report["run"]["drain_ops"] == len(done)
+    assert report["all"]["count"] + report["startup"]["count"] + report["run"]["drain_ops"] == len(done)
+    assert report["startup"]["count"] >= 3 and report["startup"]["ok"] >= 3  # every agent joined to start
     assert sum(r["count"] for r in report["operations"]) == report["all"]["count"]
     for f in ("lease_claim", "lease_release", "msg_send", "msg_recv", "note_read", "edit", "drift_check", "room_who"):
         assert ok[f] > 0, f"no successful {f} in a smoke run"
