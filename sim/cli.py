@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
                      "`agents-room serve` per agent over stdio")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
+    run.add_argument("--no-plots", action="store_true", help="skip the PNG plots (seconds per run); report.json "
+                     "and report.md are still written")
     run.add_argument("--sweep", metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
                      "agents=8,16,32,64), then sweep.json, sweep.png and the knee; default driver mcp")
     run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
@@ -45,6 +47,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from .runner import run_scenario
 
     if args.sweep:
+        if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
+            print("sim: --no-plots applies to single runs, not --sweep", file=sys.stderr)
+            return 2
         from .bench_sweep import command as sweep_command
 
         return sweep_command(args, console)
@@ -66,7 +71,8 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if refused:
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
-    result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store)
+    result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store,
+                          with_plots=not args.no_plots)
     return result.exit_code
 
 

@@ -14,7 +14,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import plots
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -63,17 +62,13 @@ def _plot(draw: Any) -> str | None:
         return None
 
 
-def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
-          events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
-          history_len: int, fault_summary: dict[str, Any] | None = None) -> dict[str, Any]:
-    check_d = _check_dict(check)
-    violations = [_violation_text(v) for v in (getattr(check, "violations", None) or check_d.get("violations", []))]
-    faults = [r for r in samples if r.get("kind") == "fault"]
-    if fault_summary:  # a fault the system under test mishandled is a violation of its own
-        violations += [{"invariant": "faults", "message": p} for p in fault_summary["problems"]]
-    wal_max = max((r.get("wal_bytes", 0) for r in samples if r.get("kind") == "sample"), default=0)
+def _draw(out: Path, figures: Stats, events: list[Any], samples: list[dict[str, Any]], faults: list[dict[str, Any]],
+          outcome: Any) -> list[str | None]:
+    """Every plot, each one's file name or ``None`` (nothing to draw, or it failed)."""
+    from . import plots
+
     repo_of = {a.name: a.repo for a in outcome.agents}
-    pngs = [_plot(draw) for draw in (
+    return [_plot(draw) for draw in (
         lambda: plots.latency_over_time(figures, out, faults, outcome.start_ns),
         lambda: plots.throughput_over_time(figures, out, faults, outcome.start_ns),
         lambda: plots.percentiles(figures, out),
@@ -82,6 +77,20 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
                                       start_ns=outcome.start_ns),
         lambda: plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
     )]
+
+
+def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
+          events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
+          history_len: int, fault_summary: dict[str, Any] | None = None, with_plots: bool = True) -> dict[str, Any]:
+    """The report's data; the plots are drawn unless ``with_plots`` is false (``--no-plots``:
+    they take seconds per run, and matplotlib is then not even imported)."""
+    check_d = _check_dict(check)
+    violations = [_violation_text(v) for v in (getattr(check, "violations", None) or check_d.get("violations", []))]
+    faults = [r for r in samples if r.get("kind") == "fault"]
+    if fault_summary:  # a fault the system under test mishandled is a violation of its own
+        violations += [{"invariant": "faults", "message": p} for p in fault_summary["problems"]]
+    wal_max = max((r.get("wal_bytes", 0) for r in samples if r.get("kind") == "sample"), default=0)
+    pngs = _draw(out, figures, events, samples, faults, outcome) if with_plots else []
     data = {
         "verdict": verdict,
         "name": scenario.name,
@@ -107,6 +116,7 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "faults": faults,
         "fault_summary": fault_summary,
         "plots": [p for p in pngs if p],
+        "plots_skipped": not with_plots,
         "scenario": scenario.to_dict(),
         "bins": figures.bins.__dict__,
     }
@@ -193,7 +203,9 @@ def markdown(d: dict[str, Any]) -> str:
     lines += ["## Plots", "", *_img(d, "latency.png", "latency over time"),
               *_img(d, "throughput.png", "throughput over time"), *_img(d, "percentiles.png", "percentiles"),
               *_img(d, "leases.png", "lease timeline")]
-    if d["faults"]:
+    if d["plots_skipped"]:
+        lines += ["Plots skipped (`--no-plots`): the series behind them are `bins` in `report.json`.", ""]
+    elif d["faults"]:
         lines += [f"Fault windows are shaded in red ({len(d['faults'])} faults).", ""]
     if d.get("timings"):
         lines.append("Wall time by phase: " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in d["timings"].items())
@@ -303,4 +315,6 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
             if why:
                 console.print(f"[yellow]unknown[/]: {escape(str(why))}")
     color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]
+    if d["plots_skipped"]:
+        console.print("plots: skipped (--no-plots)")
     console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {escape(d['out'])}/report.md")

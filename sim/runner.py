@@ -310,7 +310,7 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
 
 
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None) -> Result:
+                 store: Path | None = None, with_plots: bool = True) -> Result:
     from . import faultclock, report, stats
 
     runner = Runner(scenario, out, live=live, store=store)
@@ -359,7 +359,7 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
     data = report.build(
         runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
         expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
-        wal_final=wal, history_len=len(records), fault_summary=fault_summary,
+        wal_final=wal, history_len=len(records), fault_summary=fault_summary, with_plots=with_plots,
     )
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings

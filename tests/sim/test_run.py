@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Store
+from sim.cli import main
 from sim.history import pairs, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +36,7 @@ def check_run(out: Path, driver: str) -> None:
         data = (out / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000, name
     assert set(report["plots"]) == set(PNGS)
+    assert report["plots_skipped"] is False
 
     history = read(out / "history.jsonl")
     done = [(i, d) for i, d in pairs(history)]
@@ -89,6 +91,25 @@ def test_smoke_mcp(tmp_path: Path) -> None:
     check_run(out, "mcp")
     cost = json.loads((out / "report.json").read_text())["cost"]
     assert cost["agents_reporting"] == 3 and cost["store_cpu_s"] > 0  # the serve processes did the store's work
+
+
+@pytest.mark.slow
+def test_no_plots_skips_the_pngs_and_says_so(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = sim_run(str(SMOKE), "--out", str(out), "--duration", "1", "--agents", "2", "--no-plots", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "valid" and report["plots"] == [] and report["plots_skipped"] is True
+    assert not list(out.glob("*.png"))
+    text = (out / "report.md").read_text()
+    assert "Plots skipped (`--no-plots`)" in text and "![" not in text
+    assert "| **all** |" in text and "plots: skipped (--no-plots)" in result.stdout
+
+
+def test_no_plots_is_refused_with_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(SMOKE), "--sweep", "agents=2,3", "--no-plots", "--out", str(tmp_path / "s")]) == 2
+    assert "--no-plots applies to single runs" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
 
 
 @pytest.mark.slow
