@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import traceback
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .drivers import STORE_FACTORY_ENV
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -30,6 +32,13 @@ def _check_dict(check: Any) -> dict[str, Any]:
     if isinstance(check, dict):
         return check
     return check.to_dict() if hasattr(check, "to_dict") else {"verdict": getattr(check, "verdict", "unknown")}
+
+
+def store_factory() -> str:
+    """The store the agents opened, so a result can be traced to its backend: the
+    ``module:callable`` of ``$SIM_STORE_FACTORY`` (agents inherit the runner's environment),
+    or ``shipped``."""
+    return os.environ.get(STORE_FACTORY_ENV, "").strip() or "shipped"
 
 
 def cost(outcome: Any, figures: Stats, driver: str) -> dict[str, Any]:
@@ -96,7 +105,8 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "name": scenario.name,
         "out": str(out),
         "started_at": dt.datetime.fromtimestamp(outcome.wall_start, dt.timezone.utc).isoformat(timespec="seconds"),
-        "run": {"driver": scenario.run.driver, "agents": scenario.agents, "duration_s": figures.duration_s,
+        "run": {"driver": scenario.run.driver, "store_factory": store_factory(), "agents": scenario.agents,
+                "duration_s": figures.duration_s,
                 "ops": figures.ops, "ops_per_s": figures.per_s, "drain_ops": figures.drain_ops,
                 "history_records": history_len, "events": len(events), "drained": outcome.drained,
                 "notes": outcome.notes},
@@ -142,7 +152,8 @@ def markdown(d: dict[str, Any]) -> str:
     run, fair, c = d["run"], d["fairness"], d["cost"]
     mark = {"valid": "VALID", "invalid": "INVALID", "unknown": "UNKNOWN"}[d["verdict"]]
     lines = [f"# {d['name']}: {mark}", ""]
-    lines.append(f"{run['agents']} agents, {run['driver']} driver, {run['duration_s']:.1f} s from {d['started_at']}: "
+    lines.append(f"{run['agents']} agents, {run['driver']} driver, store `{run['store_factory']}`, "
+                 f"{run['duration_s']:.1f} s from {d['started_at']}: "
                  f"**{run['ops']:,} operations, {run['ops_per_s']:,.0f} ops/s**, "
                  f"{d['store_busy']:,} `store_busy`, integrity_check `{d['integrity']}`.")
     lines.append("")
@@ -290,7 +301,9 @@ def _cost_words(c: dict[str, Any]) -> str:
 
 def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
-    t = Table(title=f"{d['name']}: {d['run']['agents']} agents, {d['run']['driver']}, {d['run']['duration_s']:.0f} s",
+    run = d["run"]
+    t = Table(title=f"{d['name']}: {run['agents']} agents, {run['driver']}, store {run['store_factory']}, "
+                    f"{run['duration_s']:.0f} s",
               title_justify="left")
     for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):
         t.add_column(col, justify="left" if col == "operation" else "right")

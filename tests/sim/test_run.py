@@ -4,6 +4,7 @@ verdict, and a report whose figures agree with the history and the events."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -13,6 +14,7 @@ import pytest
 
 from agents_room.store import Store
 from sim.cli import main
+from sim.drivers import STORE_FACTORY_ENV
 from sim.history import pairs, read
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,15 +22,18 @@ SMOKE = ROOT / "scenarios" / "smoke.toml"
 PNGS = ("latency.png", "throughput.png", "percentiles.png", "agents.png", "leases.png", "wal.png")
 
 
-def sim_run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def sim_run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``sim run`` in a child, with the shipped store unless ``env`` names a factory."""
+    child = {k: v for k, v in os.environ.items() if k != STORE_FACTORY_ENV} | (env or {})
     return subprocess.run([sys.executable, "-m", "sim.cli", "run", *args, "--no-live"], cwd=cwd, text=True,
-                          capture_output=True, timeout=120)
+                          capture_output=True, timeout=120, env=child)
 
 
 def check_run(out: Path, driver: str) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "valid", report["violations"] or report["invariants"].get("unknown_because")
     assert report["run"]["driver"] == driver and report["run"]["drained"] is True
+    assert report["run"]["store_factory"] == "shipped"
     assert report["integrity"] == "ok" and report["expect_met"] is True
     assert all(r["status"] == "ok" for r in report["invariants"]["invariants"].values())
     assert (out / "report.md").read_text().startswith("# smoke: VALID")
@@ -104,6 +109,34 @@ def test_no_plots_skips_the_pngs_and_says_so(tmp_path: Path) -> None:
     text = (out / "report.md").read_text()
     assert "Plots skipped (`--no-plots`)" in text and "![" not in text
     assert "| **all** |" in text and "plots: skipped (--no-plots)" in result.stdout
+
+
+@pytest.mark.slow
+def test_the_report_names_the_store_factory(tmp_path: Path) -> None:
+    (tmp_path / "relay_store.py").write_text(
+        "from agents_room.store import Store\n\n\n"
+        "def open_store(db, busy_timeout_s):\n"
+        "    return Store.open(db, busy_timeout_s=busy_timeout_s)\n")
+    env = {STORE_FACTORY_ENV: "relay_store:open_store",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    out = tmp_path / "run"
+    result = sim_run(str(SMOKE), "--out", str(out), "--duration", "1", "--agents", "2", "--no-plots", cwd=tmp_path,
+                     env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert report["verdict"] == "valid" and report["run"]["store_factory"] == "relay_store:open_store"
+    assert "store `relay_store:open_store`" in (out / "report.md").read_text()
+
+
+def test_the_store_factory_is_shipped_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sim.report import store_factory
+
+    monkeypatch.delenv(STORE_FACTORY_ENV, raising=False)
+    assert store_factory() == "shipped"
+    monkeypatch.setenv(STORE_FACTORY_ENV, "  ")
+    assert store_factory() == "shipped"
+    monkeypatch.setenv(STORE_FACTORY_ENV, " mutants.leases:check_then_act ")
+    assert store_factory() == "mutants.leases:check_then_act"
 
 
 def test_no_plots_is_refused_with_a_sweep(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
