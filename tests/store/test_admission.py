@@ -35,9 +35,9 @@ SLACK_S = 0.5
 class Worker:
     """A participant in another process, driven line by line."""
 
-    def __init__(self, db: Path, timeout_s: float = 5.0) -> None:
+    def __init__(self, db: Path, timeout_s: float = 5.0, lend: bool = False) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, __file__, str(db), str(timeout_s)],
+            [sys.executable, __file__, str(db), str(timeout_s), "lend" if lend else "-"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
         )
         self.pid = self.proc.pid
@@ -79,8 +79,9 @@ def db(tmp_path: Path) -> Path:
 def spawn(db: Path) -> Iterator:
     workers: list[Worker] = []
 
-    def _spawn(n: int = 1, timeout_s: float = 5.0, wait: bool = True) -> list[Worker]:
-        new = [Worker(db, timeout_s) for _ in range(n)]
+    def _spawn(n: int = 1, timeout_s: float = 5.0, wait: bool = True, lend: bool = False) -> list[Worker]:
+        """``lend``: the workers' slices and gaps are long enough for any scheduler."""
+        new = [Worker(db, timeout_s, lend) for _ in range(n)]
         for w in new if wait else ():
             w.expect("ready")
         workers.extend(new)
@@ -301,37 +302,57 @@ def test_threads_and_instances_of_one_process_take_turns(db: Path) -> None:
         a.close()
 
 
-@pytest.mark.slow
-def test_a_releaser_borrows_a_bounded_number_of_turns(db: Path, spawn) -> None:
-    """While the head it woke has not taken the turn (here: stopped), the releaser may take
-    up to ``borrow_max`` more; then it queues behind the head like anyone else, and waits
-    for it to be passed over."""
-    (successor,) = spawn(1)
-    me = WriteAdmission(db, 5.0, borrow_max=5, borrow_s=0.15)  # a window no scheduler misses
+def _borrowed_turns(me: WriteAdmission, successor) -> tuple[int, float]:
+    """Queue ``successor`` behind our turn, stop it, and count the turns we then take at
+    once (each within ``borrow_s`` of the last) until one has to wait for the stopped head
+    to be passed over. Returns that count and how long after our first turn the last
+    quick one began."""
     with me.turn():
+        first = time.monotonic()
         successor.send("log -")
         _wait_for(me, [os.getpid(), successor.pid])
         successor.signal(signal.SIGSTOP)
-        time.sleep(0.01)
     try:
-        quick = 0
+        quick, last = 0, first
         while True:
             start = time.monotonic()
             with me.turn():
                 if time.monotonic() - start > CHECK_S:
                     break  # waited for the stopped head to be passed over
-                quick += 1
+                quick, last = quick + 1, start
                 assert [p.state for p in me.queue()] == ["borrowing", "waiting"]
-        assert quick == 5
     finally:
         successor.signal(signal.SIGCONT)
     successor.expect("done")
+    return quick, last - first
+
+
+@pytest.mark.slow
+def test_a_releaser_borrows_a_bounded_number_of_turns(db: Path, spawn) -> None:
+    """While its slice is open, a releaser may take up to ``borrow_max`` more turns ahead of
+    the head; then it queues behind the head like anyone else, and waits for it to be passed
+    over (here: it is stopped)."""
+    (successor,) = spawn(1)
+    # Windows no scheduler misses (the slice must outlast the successor's queueing).
+    me = WriteAdmission(db, 5.0, borrow_max=5, borrow_s=0.15, slice_s=0.19)
+    assert _borrowed_turns(me, successor)[0] == 5
+    me.close()
+
+
+@pytest.mark.slow
+def test_a_releaser_borrows_only_within_its_slice(db: Path, spawn) -> None:
+    """However many turns it may borrow, a releaser stops borrowing when its slice (from
+    when it took the turn from the queue) is over: the head's wait is bounded by it."""
+    (successor,) = spawn(1)
+    me = WriteAdmission(db, 5.0, borrow_max=1_000_000, borrow_s=0.15, slice_s=0.19)
+    quick, span = _borrowed_turns(me, successor)
+    assert quick > 0 and span < 0.19
     me.close()
 
 
 @pytest.mark.slow
 def test_a_killed_borrower_hands_the_turn_to_the_waiting_head(db: Path, spawn) -> None:
-    borrower, head = spawn(2)
+    (borrower,), (head,) = spawn(1, lend=True), spawn(1)
     me = WriteAdmission(db, 5.0)
     borrower.send("hold-twice")
     borrower.expect("holding")
@@ -344,7 +365,7 @@ def test_a_killed_borrower_hands_the_turn_to_the_waiting_head(db: Path, spawn) -
         assert [(p.pid, p.state) for p in me.queue()] == [(borrower.pid, "borrowing"), (head.pid, "waiting")]
     finally:
         head.signal(signal.SIGCONT)
-    time.sleep(0.05)  # the head runs again and finds the turn borrowed
+    time.sleep(0.05)  # the head runs again, finds the turn borrowed, and waits for it
     killed_at = time.monotonic()
     borrower.signal(signal.SIGKILL)
     got_at = float(head.expect("done")[0])
@@ -390,13 +411,13 @@ def test_turns_are_exclusive_and_evenly_shared(db: Path, spawn, tmp_path: Path) 
 # -- the worker --------------------------------------------------------------------------
 
 
-def _serve(db: Path, timeout_s: float) -> None:
+def _serve(db: Path, timeout_s: float, lend: bool) -> None:
     """Commands: ``hold`` (take the turn, keep it until ``release``), ``hold-twice`` (the
     same, then at once again: a borrowed turn if the successor is slow), ``log FILE`` (take a
     turn, append the pid to FILE or nothing for ``-``, report ``done <monotonic time>``),
     ``loop END`` (short turns until END), ``die-inside`` (take the internal mutex, half-
     append to the queue, and wait to be killed)."""
-    admission = WriteAdmission(db, timeout_s)
+    admission = WriteAdmission(db, timeout_s, **({"borrow_s": 0.15, "slice_s": 0.19} if lend else {}))
     print("ready", flush=True)
     for line in sys.stdin:
         command, *args = line.split()
@@ -448,11 +469,11 @@ def _serve(db: Path, timeout_s: float) -> None:
 
 
 if __name__ == "__main__":
-    _serve(Path(sys.argv[1]), float(sys.argv[2]))
+    _serve(Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3] == "lend")
 
 
-def test_the_store_takes_its_turn_when_fair_admission_is_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTS_ROOM_FAIR_ADMISSION", "1")
+def test_the_store_takes_its_turn_by_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENTS_ROOM_FAIR_ADMISSION", raising=False)
     from agents_room.store import Store
 
     with Store.open(tmp_path / "fair.db") as store:
@@ -460,3 +481,29 @@ def test_the_store_takes_its_turn_when_fair_admission_is_on(tmp_path: Path, monk
         before = store.db._admission.ticket
         assert store.lease_claim(sid, "a.txt").ok
         assert store.db._admission.ticket > before
+        # SQLite's own checkpoint would run inside the turn: it is off, and the store runs
+        # one after its turn instead.
+        assert store.db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+
+
+def test_fair_admission_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTS_ROOM_FAIR_ADMISSION", "0")
+    from agents_room.store import Store
+
+    with Store.open(tmp_path / "unfair.db") as store:
+        assert store.db._admission is None
+        assert store.db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+        assert not Path(f"{store.path}-admission").exists()
+
+
+def test_the_wal_is_checkpointed_after_turns(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's autocheckpoint is off under admission: without the store's own checkpoint
+    after every so many turns the WAL would hold every page written (tens of MiB here)."""
+    monkeypatch.delenv("AGENTS_ROOM_FAIR_ADMISSION", raising=False)
+    from agents_room.store import Store
+
+    with Store.open(tmp_path / "ckpt.db") as store:
+        sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
+        for n in range(1500):
+            store.lease_claim(sid, f"f{n}.txt", ttl_s=1)
+        assert store.db.wal_bytes() < 8 * 1024 * 1024, store.db.wal_bytes()

@@ -11,23 +11,26 @@ How the turn and the queue are kept, and survive processes killed or stopped any
 :mod:`.turnqueue`: a side file ``<db>-admission`` (0600), locks that belong to one open of
 it (several instances in one process never drop each other's), futex wake-ups.
 
-*Borrowing*: a woken head needs a CPU before it can use its turn (hundreds of microseconds
-measured on a 2-core VM, milliseconds when it is busy), while the process that just let go
-is running. Until the head has woken, that releaser may take up to ``BORROW_MAX`` more turns
-within ``BORROW_S`` of its release; a head that wakes to find the turn borrowed ends the
-borrowing and has the turn next. This keeps the write lock busy as SQLite's own handler
-does, with the unfairness bounded: strict FIFO (``borrow_max=0``) measured at a third of
-the busy handler's throughput at 16 writers, borrowing at 0.7 to 0.8. (Spinning instead of
-sleeping, or waking the head early to spin, measured slower: on a busy machine the spinner
-takes the CPU the holder needs.)
+*Slices*: every hand-over of SQLite's lock between processes costs the new holder a cold
+page cache (SQLite drops a connection's cache whenever another one has committed) and a
+wake-up (hundreds of microseconds on a 2-core VM); a strict queue pays both on every
+transaction and measured at a third of the busy handler's throughput at 16 writers. So a
+turn taken from the queue opens a *slice* of ``SLICE_S``: when it ends with someone queued,
+its holder may take up to ``BORROW_MAX`` more turns ahead of the head ("borrow"), each
+within ``BORROW_S`` of its last release, until the slice is over; the head sleeps through
+those gaps instead of taking the turn, and has it next. Fairness is then per slice, not
+per transaction: at 16 writers a full round is 16 slices, ~35 ms, and a writer's turns
+within its slice run on a warm cache. (Spinning instead of sleeping, or waking the head
+early to spin, measured slower: on a busy machine the spinner takes the CPU the holder
+needs.)
 
 A holder stopped inside its transaction holds SQLite's lock as well: the others wait out
 their ``timeout_s`` and get ``StoreBusy``, as they would from SQLite, and carry on once it is
 continued and commits. A queued head that is stopped is passed over.
 
 SQLite's auto-checkpoint runs inside COMMIT, so inside the turn, where every waiter waits
-for its fsyncs: a store using admission should turn it off on its connection and run a
-PASSIVE checkpoint after the turn in one turn out of every few hundred (``ticket``).
+for its fsyncs: a store using admission turns it off on its connection and runs a PASSIVE
+checkpoint after the turn in one turn out of every hundred or so (``ticket``).
 
 Never carry an instance across ``fork()`` (the child would share its locks and record).
 Linux only (OFD locks, futex). On other systems, or on a CPU architecture whose futex
@@ -47,8 +50,9 @@ from typing import Literal
 from .errors import InvalidArgument, StoreBusy
 from .turnqueue import GRACE_S, SUPPORTED, TurnQueue
 
-BORROW_MAX = 32  # turns a releaser may borrow while the head it woke is not yet running
-BORROW_S = 0.001  # … within this long after its release (1, 2 and 4 ms measured: 1 was best)
+SLICE_S = 0.002  # a holder's slice: it may take more turns within this long of its first
+BORROW_MAX = 32  # … at most this many more
+BORROW_S = 0.0003  # … each within this long of its last release
 
 
 @dataclass(frozen=True)
@@ -65,21 +69,23 @@ class WriteAdmission:
     ``with admission.turn(): BEGIN IMMEDIATE … COMMIT`` — enter right before BEGIN, leave
     right after COMMIT or ROLLBACK. Raises ``StoreBusy`` when the turn is not had within
     ``timeout_s`` (nothing was changed). Thread-safe: threads of one instance take turns
-    among themselves. Not re-entrant. ``borrow_max`` and ``borrow_s`` tune borrowing (see
-    the module's docstring); ``borrow_max=0`` is strict FIFO."""
+    among themselves. Not re-entrant. ``slice_s``, ``borrow_max`` and ``borrow_s`` tune the
+    slices (see the module's docstring); ``borrow_max=0`` is strict FIFO."""
 
     def __init__(self, db_path: Path, timeout_s: float, *, borrow_max: int = BORROW_MAX,
-                 borrow_s: float = BORROW_S) -> None:
+                 borrow_s: float = BORROW_S, slice_s: float = SLICE_S) -> None:
         if not (isinstance(timeout_s, int | float) and timeout_s > 0):
             raise InvalidArgument("timeout_s", f"must be a positive number of seconds, got {timeout_s!r}")
         if not (isinstance(borrow_max, int) and borrow_max >= 0):
             raise InvalidArgument("borrow_max", f"must be a whole number >= 0, got {borrow_max!r}")
         if not (isinstance(borrow_s, int | float) and 0 <= borrow_s < GRACE_S):
             raise InvalidArgument("borrow_s", f"must be >= 0 and below {GRACE_S} s, got {borrow_s!r}")
+        if not (isinstance(slice_s, int | float) and 0 <= slice_s < GRACE_S):
+            raise InvalidArgument("slice_s", f"must be >= 0 and below {GRACE_S} s, got {slice_s!r}")
         self.path = Path(f"{db_path}-admission")
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._queue: TurnQueue | None = TurnQueue(self.path, self.timeout_s, borrow_max, borrow_s) if SUPPORTED else None
+        self._queue: TurnQueue | None = TurnQueue(self.path, self.timeout_s, borrow_max, borrow_s, slice_s) if SUPPORTED else None
         self._turn = _Turn(self)
 
     @property

@@ -34,6 +34,9 @@ _CACHE_KIB = 4096
 WAL_LIMIT_BYTES = 64 * 1024 * 1024
 _WAL_CHECK_EVERY = 32
 _WAL_RESTART_WAIT_MS = 20
+# Under fair admission, one writer in this many turns checkpoints the WAL after its turn
+# (about SQLite's own 1,000-page autocheckpoint at the store's 5 to 10 pages a transaction).
+_CHECKPOINT_TURNS = 128
 
 
 def default_path() -> Path:
@@ -120,12 +123,6 @@ class Database:
         self.busy_timeout_s = busy_timeout_s
         self._lock = threading.RLock()
         self._commits = 0
-        # Fair admission to the write lock (a FIFO queue in a side file) is opt-in until it
-        # meets its latency target: SQLite's own busy handler keeps no queue and starves
-        # writers under many processes (docs/performance.md).
-        self._admission = (
-            WriteAdmission(path, busy_timeout_s) if os.environ.get("AGENTS_ROOM_FAIR_ADMISSION") == "1" else None
-        )
         try:
             # isolation_level=None: we issue BEGIN IMMEDIATE ourselves. Python 3.11's
             # "IMMEDIATE" only begins before the first write statement, which would run a
@@ -135,6 +132,7 @@ class Database:
             )
         except sqlite3.Error as exc:
             raise _translate(exc, path) from exc
+        self._admission: WriteAdmission | None = None  # see admit_fairly
 
     # -- transactions -------------------------------------------------------------------
 
@@ -155,25 +153,54 @@ class Database:
         """One write transaction: BEGIN IMMEDIATE (the write lock is taken before any read,
         so a check-then-insert cannot interleave with another writer), COMMIT on success,
         ROLLBACK on any error. Waiting for the lock is bounded; past it, ``StoreBusy``."""
-        with self._turn(), (self._admission.turn() if self._admission else contextlib.nullcontext()):
-            try:
-                self.conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-            tx = Tx(self.conn, self.clock.now())
-            try:
+        admission = self._admission
+        with self._turn():
+            with admission.turn() if admission else contextlib.nullcontext(), self._transaction() as tx:
                 yield tx
-                self.conn.execute("COMMIT")
-            except BaseException as exc:
-                # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
-                # back: only roll back what is still open, never continue it.
-                if self.conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        self.conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise _translate(exc, self.path) from exc
-                raise
+            if admission and admission.enabled and admission.ticket % _CHECKPOINT_TURNS == 0:
+                self._checkpoint()
             self._bound_wal()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[Tx]:
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        tx = Tx(self.conn, self.clock.now())
+        try:
+            yield tx
+            self.conn.execute("COMMIT")
+        except BaseException as exc:
+            # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
+            # back: only roll back what is still open, never continue it.
+            if self.conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc, self.path) from exc
+            raise
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database, without blocking writers (PASSIVE). Under fair
+        admission SQLite's own autocheckpoint is off: it runs inside COMMIT, so inside the
+        turn, where every queued writer would wait for its fsyncs; this runs after it."""
+        with contextlib.suppress(sqlite3.Error):
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+
+    def admit_fairly(self) -> None:
+        """Queue this connection's writers for the write lock (a FIFO queue of slices in the
+        side file ``<db>-admission``): SQLite's own busy handler keeps no queue and starves
+        writers under many processes (docs/performance.md). Called once the file is known
+        to be a store, so a refused file never gets a side file next to it.
+        ``AGENTS_ROOM_FAIR_ADMISSION=0`` leaves the order of writers to SQLite."""
+        if os.environ.get("AGENTS_ROOM_FAIR_ADMISSION") == "0":
+            return
+        self._admission = WriteAdmission(self.path, self.busy_timeout_s)
+        if self._admission.enabled:
+            # SQLite's checkpoint would run inside COMMIT, so inside the turn: write() runs
+            # one after the turn instead.
+            self.conn.execute("PRAGMA wal_autocheckpoint=0")
 
     def _bound_wal(self) -> None:
         """Keep the WAL from growing without end. SQLite's automatic checkpoint is passive:
@@ -274,6 +301,7 @@ def open_database(
     db = Database(path, clock, busy_timeout_s)
     try:
         _configure(db, verify)
+        db.admit_fairly()
         _migrate(db)
     except BaseException:
         db.close()

@@ -46,18 +46,20 @@ SLOTS = 1024  # participants at once on one database (each open WriteAdmission i
 CHECK_S = 0.05  # how often a waiter checks the turn and the head: the recovery bound
 GRACE_S = 0.2  # a head that leaves the turn free this long is passed over
 
-_MAGIC, _VERSION = 0x32515241, 2  # "ARQ2"
+_MAGIC, _VERSION = 0x33515241, 3  # "ARQ3"
 _SIZE = 64 + SLOTS * 64  # a 64-byte header, then one 64-byte record per participant
 # Word indexes into the mapping's ``w`` (32-bit) and ``q`` (64-bit, names ending ``_Q``)
 # views. Header, the queue's fields (changed under the mutex):
 _MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _SEQ_Q = 0, 1, 2, 3, 4, 3
 # … turn fields (written only by the turn's holder): holder slot (| _BORROWED), turns taken,
-# and the lending of the last hand-over: who released, borrows since, when.
-_HOLDER, _TICKET_Q, _GRANTER, _BORROWS, _RELEASED_Q = 8, 5, 12, 13, 7
+# when (µs, modulo 2**32) the holder's slice began, and the lending of the slice: who lent
+# it, borrows since, when the last of its turns was released.
+_HOLDER, _SLICE_W, _TICKET_Q, _GRANTER, _BORROWS, _RELEASED_Q = 8, 9, 5, 12, 13, 7
 _BORROWED = 1 << 31
 # Record of participant i: from word 16 * i (of w) / 8 * i (of q). The futex word, state,
-# links, arrival number, pid, and whether it woke to find its turn borrowed.
-_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _CLAIMED = 0, 1, 2, 3, 2, 6, 7
+# links, arrival number, pid, and whether it sleeps only until a lent slice's gap ends (so a
+# releaser lending its slice need not wake it).
+_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _DEFERS = 0, 1, 2, 3, 2, 6, 7
 _MUTEX, _LIVE = 0, 1 << 20  # OFD lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
@@ -90,8 +92,8 @@ class TurnQueue:
     """One participant's handle on the side file. Methods named ``_…_locked`` run with the
     mutex held, after :meth:`_begin` set ``dirty``."""
 
-    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float) -> None:
-        self.borrow_max, self.borrow_ns = borrow_max, int(borrow_s * 1e9)
+    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float, slice_s: float) -> None:
+        self.borrow_max, self.borrow_ns, self.slice_us = borrow_max, int(borrow_s * 1e9), int(slice_s * 1e6)
         # Threads of one instance share its open file, whose OFD locks never conflict with
         # each other: this makes the mutex exclusive between them too.
         self._inner = threading.Lock()
@@ -151,7 +153,7 @@ class TurnQueue:
         """Take the turn (borrowing it if we may), else queue for it and wait; False when
         ``deadline`` passes first."""
         head = self.w[_HEAD]
-        if head == 0 or self._may_borrow(head):
+        if head == 0 or self._may_borrow():
             try:
                 _flock_call(self.fd, _TURN_ON)
                 self.hold(head != 0)
@@ -179,20 +181,23 @@ class TurnQueue:
             w[_BORROWS] += 1
         else:
             w[_HOLDER] = self.me
-            w[_GRANTER] = 0  # the lent turn was taken: no more borrowing of it
+            w[_GRANTER] = 0  # a new slice: the last one's lending is over
+            w[_SLICE_W] = (time.monotonic_ns() // 1000) & 0xFFFFFFFF
         self.holding = True
 
     def leave(self) -> None:
         w = self.w
-        if w[_HEAD] and not w[_HOLDER] & _BORROWED:  # lend it: we may borrow it back
+        if w[_HEAD]:  # lend the rest of our slice to ourselves: the head defers to it
+            if not w[_HOLDER] & _BORROWED:
+                w[_GRANTER], w[_BORROWS] = self.me, 0
             self.q[_RELEASED_Q] = time.monotonic_ns()
-            w[_GRANTER], w[_BORROWS] = self.me, 0
         w[_HOLDER] = 0
         self.holding = False
         _flock_call(self.fd, _TURN_OFF)
         # Read after the release (a kernel lock operation, so ordered after it): anyone who
-        # queued and then failed to take the turn from us is seen here.
-        if head := w[_HEAD]:
+        # queued and then failed to take the turn from us is seen here. A head deferring to
+        # our open slice wakes on its own when the gap ends: no wake-up per borrowed turn.
+        if (head := w[_HEAD]) and not (w[16 * head + _DEFERS] and self._may_borrow()):
             self._wake(head)
 
     def abandon(self) -> None:
@@ -204,16 +209,26 @@ class TurnQueue:
             _flock_call(self.fd, _TURN_OFF)
             self._give_up()
 
-    def _may_borrow(self, head: int) -> bool:
+    def _may_borrow(self) -> bool:
+        return self.w[_GRANTER] == self.me and self._lent_until() > 0
+
+    def _lent_until(self) -> int:
+        """While the last holder's slice is open (it began less than ``slice_s`` ago, it has
+        borrowed fewer than ``borrow_max`` turns, and its last release was less than
+        ``borrow_s`` ago), the monotonic ns when its lending ends; else 0. Read without the
+        mutex: a hint, never a lock (flock alone makes turns exclusive)."""
         w = self.w
-        return (w[_GRANTER] == self.me and w[_BORROWS] < self.borrow_max
-                and time.monotonic_ns() - self.q[_RELEASED_Q] < self.borrow_ns
-                and not w[16 * head + _CLAIMED])
+        if not w[_GRANTER] or w[_BORROWS] >= self.borrow_max:
+            return 0
+        now = time.monotonic_ns()
+        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= self.slice_us:
+            return 0
+        until = self.q[_RELEASED_Q] + self.borrow_ns
+        return until if now < until else 0
 
     def _wait(self, deadline: float) -> bool:
         w, rec, me = self.w, self.rec, self.me
         check_at = time.monotonic() + CHECK_S
-        woken = False
         watch: tuple[int, int] | None = None  # (head, since when it has left the turn free)
         while True:
             seen = w[rec + _WAKE]
@@ -221,7 +236,11 @@ class TurnQueue:
                 if not self._change(deadline, self._append_locked, True):
                     return self._give_up()
                 continue
-            if w[_HEAD] == me:
+            lent_until = 0
+            if w[_HEAD] == me and w[_GRANTER] != me:
+                lent_until = self._lent_until()
+            w[rec + _DEFERS] = 1 if lent_until else 0  # set before every sleep: never stale
+            if w[_HEAD] == me and not lent_until:
                 try:
                     _flock_call(self.fd, _TURN_ON)
                 except OSError as exc:
@@ -233,18 +252,17 @@ class TurnQueue:
                         return False
                     self.hold(False)
                     return True
-                if woken:  # woken by a release, yet taken: borrowed. No more borrowing.
-                    w[rec + _CLAIMED] = 1
             now = time.monotonic()
             if now >= deadline:
                 return self._give_up()
             if now >= check_at:
                 watch = self._check(deadline, watch)
                 check_at = now + CHECK_S
-                woken = False
                 continue
-            self._futex_wait(rec + _WAKE, seen, min(deadline, check_at) - now)
-            woken = w[rec + _WAKE] != seen  # every wake moves the word first
+            until = min(deadline, check_at)
+            if lent_until:  # the releaser may come back for its slice: not before its lending ends
+                until = min(until, now + (lent_until - time.monotonic_ns()) / 1e9)
+            self._futex_wait(rec + _WAKE, seen, max(until - now, 0.0))
 
     def _check(self, deadline: float, watch: tuple[int, int] | None) -> tuple[int, int] | None:
         """The periodic look at the head: remove it if dead; pass it over if it has left
@@ -334,7 +352,7 @@ class TurnQueue:
         nxt = w[16 * prev + _NEXT] if prev else 0
         self.q[_SEQ_Q] += 1
         self.q[8 * me + _RSEQ_Q] = self.q[_SEQ_Q]
-        w[rec + _PREV], w[rec + _NEXT], w[rec + _CLAIMED], w[rec + _STATE] = prev, nxt, 0, WAITING
+        w[rec + _PREV], w[rec + _NEXT], w[rec + _DEFERS], w[rec + _STATE] = prev, nxt, 0, WAITING
         if prev:
             w[16 * prev + _NEXT] = me
         else:
@@ -360,7 +378,7 @@ class TurnQueue:
             w[16 * nxt + _PREV] = prev
         else:
             w[_TAIL] = prev
-        w[at + _STATE], w[at + _PREV], w[at + _NEXT], w[at + _CLAIMED] = state, 0, 0, 0
+        w[at + _STATE], w[at + _PREV], w[at + _NEXT], w[at + _DEFERS] = state, 0, 0, 0
         return nxt if prev == 0 else 0
 
     def _rebuild_locked(self) -> None:
