@@ -1,6 +1,8 @@
-"""The ``agents-room hook`` command's wall time from process start, as a harness runs it:
-spawn, the interpreter's start-up, the hook's answer, exit. ``python -c pass`` is measured
-beside it (the floor any Python hook has on this machine).
+"""The hook command's wall time from process start, as a harness runs it: spawn, the
+interpreter's start-up, the hook's answer, exit. The command is the one ``agents-room install
+claude-code`` writes (taken from its plan, reported as ``command``), run as the argv the
+harness's shell would run. ``python -c pass`` and ``python -S -c pass`` are measured beside
+it: the floor any Python hook has on this machine, with and without ``site``.
 
 Two paths: *quiet* (a ``UserPromptSubmit`` of a session with nothing new, the common case:
 one read-only probe) and *news* (one unannounced message: the store announces and marks
@@ -15,6 +17,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -50,6 +53,27 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, Any]:
             "wall_min_ms": float(w.min()), "wall_max_ms": float(w.max()), "cpu_median_ms": float(np.median(cpus))}
 
 
+def installed_command(folder: Path) -> str:
+    """The ``UserPromptSubmit`` hook command ``agents-room install claude-code`` would write
+    (its plan for a project in ``folder``; nothing is written)."""
+    from agents_room.harness_config import plan
+    from agents_room.install import hook_command
+
+    _servers, settings = plan("claude-code", "project", folder, folder, serve_command(), hook_command())
+    [group] = json.loads(settings.after)["hooks"]["UserPromptSubmit"]
+    [hook] = group["hooks"]
+    return str(hook["command"])
+
+
+def _floor(argv: list[str], runs: int, env: dict[str, str], cwd: Path) -> dict[str, Any]:
+    walls, cpus = [], []
+    for _ in range(runs):
+        wall, cpu, _ = _timed(argv, "", env, cwd)
+        walls.append(wall)
+        cpus.append(cpu)
+    return _summary(walls, cpus)
+
+
 def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
     from agents_room.store import Store
 
@@ -66,16 +90,12 @@ def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
         store.hook_event(me, announce=True)
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
     env["AGENTS_ROOM_DB"] = str(db)
-    hook = [serve_command(), "hook"]
+    command = installed_command(repo)
+    hook = shlex.split(command)
     event = json.dumps({"session_id": key, "hook_event_name": "UserPromptSubmit", "cwd": str(repo), "prompt": "go"})
-    out: dict[str, Any] = {"command": "agents-room hook", "event": "UserPromptSubmit"}
-
-    walls, cpus = [], []
-    for _ in range(runs):
-        wall, cpu, _ = _timed([sys.executable, "-c", "pass"], "", env, repo)
-        walls.append(wall)
-        cpus.append(cpu)
-    out["python_c_pass"] = _summary(walls, cpus)
+    out: dict[str, Any] = {"command": command, "event": "UserPromptSubmit"}
+    out["python_c_pass"] = _floor([sys.executable, "-c", "pass"], runs, env, repo)
+    out["python_S_c_pass"] = _floor([sys.executable, "-S", "-c", "pass"], runs, env, repo)
 
     walls, cpus = [], []
     for _ in range(runs):

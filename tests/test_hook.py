@@ -1,9 +1,14 @@
-"""``agents-room hook``: real subprocesses fed Claude Code hook JSON on stdin, over a real store."""
+"""The hook: real subprocesses fed Claude Code hook JSON on stdin, over a real store. They run
+the command ``agents-room install`` writes (``python -I -S .../hook_entry.py``); the same
+answers from ``agents-room hook`` are checked beside it."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -12,9 +17,14 @@ from pathlib import Path
 
 import pytest
 
+import agents_room
+from agents_room import hook as hook_module
+from agents_room.install import hook_command
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+INSTALLED = shlex.split(hook_command())
+COMMANDS = {"installed": INSTALLED, "cli": [AGENTS_ROOM, "hook"]}
 
 
 @pytest.fixture
@@ -32,10 +42,11 @@ def live(db: Path):
     s.close()
 
 
-def hook(payload: dict | str | None, *args: str, env: dict | None = None, timeout: float = 30) -> subprocess.CompletedProcess:
+def hook(payload: dict | str | None, *args: str, env: dict | None = None, timeout: float = 30,
+         command: list[str] = INSTALLED) -> subprocess.CompletedProcess:
     text = payload if isinstance(payload, str) else json.dumps(payload or {})
     return subprocess.run(
-        [AGENTS_ROOM, "hook", *args], check=False, input=text, capture_output=True, text=True, timeout=timeout,
+        [*command, *args], check=False, input=text, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, **(env or {})},
     )
 
@@ -190,17 +201,110 @@ def test_a_broken_store_never_fails_the_harness(tmp_path: Path) -> None:
     assert path.read_bytes() == b"this is not a database" * 100
 
 
-def test_the_quiet_path_imports_neither_mcp_nor_the_store(live: Store, repo: Path) -> None:
-    _me, key = join(live, repo, "alice")
+def imported(argv: list[str], payload: dict) -> tuple[set[str], str]:
+    """The modules a run of ``argv`` imports (``python -X importtime``), and its output."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", AGENTS_ROOM, "hook"], check=False, input=json.dumps(event(key, "PostToolUse")),
+        [argv[0], "-X", "importtime", *argv[1:]], check=False, input=json.dumps(payload),
         capture_output=True, text=True, timeout=30,
     )
-    assert proc.returncode == 0 and proc.stdout == ""
-    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
-    assert "agents_room.hook" in modules
-    assert not {m for m in modules if m.split(".")[0] in {"mcp", "numpy", "rich", "pydantic", "anyio"}}
-    assert "agents_room.store" not in modules
+    assert proc.returncode == 0, proc.stderr
+    return {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}, proc.stdout
+
+
+def test_the_quiet_path_imports_neither_mcp_nor_the_store(live: Store, repo: Path) -> None:
+    _me, key = join(live, repo, "alice")
+    for argv in ([sys.executable, AGENTS_ROOM, "hook"], INSTALLED):
+        modules, said = imported(argv, event(key, "PostToolUse"))
+        assert said == "" and "agents_room.hook" in modules
+        assert not {m for m in modules if m.split(".")[0] in {"mcp", "numpy", "rich", "pydantic", "anyio"}}
+        assert "agents_room.store" not in modules
+
+
+def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, repo: Path) -> None:
+    # Each of these costs milliseconds at import (re, enum, datetime, ...); the installed
+    # command's answer to "nothing new" needs none of them.
+    _me, key = join(live, repo, "alice")
+    modules, said = imported(INSTALLED, event(key, "PostToolUse"))
+    assert said == "" and {"agents_room.hook", "_sqlite3", "_json"} <= modules
+    costly = {"site", "re", "json", "sqlite3", "datetime", "argparse", "typing", "dataclasses", "pathlib", "enum",
+              "agents_room.cli", "agents_room.store"}
+    assert not modules & costly
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--wait"], ["--wait", "--timeout", "3540"], ["--format", "cursor", "--event", "stop"],
+    ["--format=cursor", "--event=stop"], ["--event", ""], ["--poll", "0.1", "--timeout", "1e3", "--wait"],
+    ["--event", "Stop", "--event", "PostToolUse"],
+])
+def test_flags_read_by_hand_as_argparse_reads_them(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="agents-room")
+    hook_module.add_parser(parser.add_subparsers(dest="command", required=True))
+    expected = {k: v for k, v in vars(parser.parse_args(["hook", *argv])).items() if k not in {"command", "run"}}
+    fast = hook_module.parse(argv)
+    assert fast is not None and vars(fast) == expected
+
+
+@pytest.mark.parametrize("argv", [
+    ["--format", "nope"], ["--timeout", "soon"], ["--event"], ["--wait=yes"], ["--tim", "3"], ["extra"], ["-h"],
+    ["--timeout", "-1"],
+])
+def test_anything_else_is_left_to_argparse(argv: list[str]) -> None:
+    assert hook_module.parse(argv) is None
+
+
+@pytest.mark.parametrize("args", [["--format", "nope"], ["--help"]])
+def test_the_installed_command_says_usage_as_the_cli_does(args: list[str]) -> None:
+    installed, cli = hook({}, *args), hook({}, *args, command=COMMANDS["cli"])
+    assert (installed.returncode, installed.stdout, installed.stderr) == (cli.returncode, cli.stdout, cli.stderr)
+    assert "usage: agents-room hook" in installed.stdout + installed.stderr
+
+
+def test_the_installed_command_takes_a_negative_number_as_argparse_does(live: Store, repo: Path) -> None:
+    _me, key = join(live, repo, "alice", "wake", lever="stop-hook")
+    proc = hook(event(key, "Stop"), "--wait", "--timeout", "-1")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", "")
+
+
+def test_the_cli_answers_as_the_installed_command(repo: Path, tmp_path: Path) -> None:
+    """``agents-room hook`` runs the same code: the same answer to each step of a session, each
+    command over a store of its own."""
+    answers = {}
+    for name, command in COMMANDS.items():
+        db = tmp_path / name / "room.db"
+        env = {"AGENTS_ROOM_DB": str(db)}
+        steps = []
+        with Store.open(db) as live:
+            me, key = join(live, repo, "alice", "notify")
+            bob, _ = join(live, repo, "bob")
+            for payload, args in ((event(key, "PostToolUse"), ()), ("send", ()), (event(key, "PostToolUse"), ()),
+                                  (event(key, "PostToolUse"), ()), ("send", ()), (event(key, "Stop"), ()),
+                                  ("send", ()), ({"session_id": key}, ("--format", "cursor", "--event", "stop")),
+                                  ({"session_id": key}, ("--format", "cursor", "--event", "stop"))):
+                if payload == "send":
+                    live.msg_send(bob, me, subject="ping")
+                    continue
+                proc = hook(payload, *args, env=env, command=command)
+                steps.append((proc.returncode, proc.stdout.replace(me, "ME").replace(bob, "BOB"), proc.stderr))
+        answers[name] = steps
+    assert answers["installed"] == answers["cli"]
+    assert [out.strip() for _rc, out, _err in answers["installed"]][-1] == "{}"
+    assert [bool(out) for _rc, out, _err in answers["installed"]] == [False, True, False, True, True, True]
+
+
+def test_the_installed_command_works_from_a_plain_site_packages(live: Store, repo: Path, tmp_path: Path) -> None:
+    """A regular (wheel) install: the package in a folder no path finder knows, found only by
+    the entry itself; the store (and its schema file) load from there on the news path."""
+    site = tmp_path / "site-packages"
+    shutil.copytree(Path(agents_room.__file__).parent, site / "agents_room",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    command = [sys.executable, "-I", "-S", str(site / "agents_room" / "hook_entry.py")]
+    me, key = join(live, repo, "alice")
+    bob, _ = join(live, repo, "bob")
+    assert hook(event(key, "PostToolUse"), command=command).stdout == ""
+    live.msg_send(bob, me, subject="from a wheel")
+    modules, said = imported([*command, "--event", "PostToolUse"], {"session_id": key})
+    assert "agents_room.store" in modules and "from a wheel" in said
+    assert (site / "agents_room" / "store" / "__pycache__").is_dir()  # imported from the copy, not src/
 
 
 # -- --wait: the Stop-hook wake lever ---------------------------------------------------------------
@@ -219,7 +323,7 @@ def start_waiter(key: str, *args: str, tmp: Path) -> subprocess.Popen:
     payload.write_text(json.dumps(event(key, "Stop", stop_hook_active=False)))
     with payload.open() as stdin:
         return subprocess.Popen(
-            [AGENTS_ROOM, "hook", "--wait", "--poll", "0.1", *args], stdin=stdin, stdout=subprocess.PIPE,
+            [*INSTALLED, "--wait", "--poll", "0.1", *args], stdin=stdin, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE, text=True,
         )
 

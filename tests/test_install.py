@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -13,9 +14,12 @@ from pathlib import Path
 
 import pytest
 
+import agents_room
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The hook command install writes: this interpreter without site, on the package's hook entry.
+HOOK = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(Path(agents_room.__file__).parent / 'hook_entry.py'))}"
 
 
 @pytest.fixture
@@ -56,11 +60,11 @@ def test_claude_code_project_install_then_nothing_twice(home: Path, project: Pat
                                "env": {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}}
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     for event in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
-        assert hook_commands(settings, event) == [f"{AGENTS_ROOM} hook"]
+        assert hook_commands(settings, event) == [HOOK]
     [group] = settings["hooks"]["Stop"]
     plain, waiter = group["hooks"]
-    assert plain["command"] == f"{AGENTS_ROOM} hook"
-    assert waiter["asyncRewake"] is True and "--wait" in waiter["command"]
+    assert plain["command"] == HOOK
+    assert waiter["asyncRewake"] is True and waiter["command"].startswith(f"{HOOK} --wait --timeout ")
     assert waiter["timeout"] > float(waiter["command"].split("--timeout ")[1])  # the hook gives up first
     assert not any(home.iterdir())
 
@@ -83,6 +87,10 @@ def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path)
             # an old install from another path, sharing a group with someone else's hook
             "Stop": [{"matcher": "*", "hooks": [{"type": "command", "command": "/old/venv/bin/agents-room hook"},
                                                 {"type": "command", "command": "notify-send done"}]}],
+            # an install from another venv, beside someone else's hook entry of the same name
+            "SessionStart": [{"matcher": "*", "hooks": [
+                {"type": "command", "command": "/old/venv/bin/python -I -S /old/venv/lib/agents_room/hook_entry.py"},
+                {"type": "command", "command": "python3 /opt/tool/hook_entry.py"}]}],
         },
     }))
     proc = install(home, project, "claude-code")
@@ -93,13 +101,35 @@ def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path)
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash(git status)"]}
     assert settings["hooks"]["PostToolUse"][0] == {"matcher": "Edit|Write", "hooks": [theirs]}
-    assert hook_commands(settings, "PostToolUse") == ["ruff format", f"{AGENTS_ROOM} hook"]
+    assert hook_commands(settings, "PostToolUse") == ["ruff format", HOOK]
     stop = hook_commands(settings, "Stop")
     assert "notify-send done" in stop and "/old/venv/bin/agents-room hook" not in stop
-    assert sum(c == f"{AGENTS_ROOM} hook" for c in stop) == 1
-    assert "Stop hook updated" in proc.stdout
+    assert sum(c == HOOK for c in stop) == 1
+    assert hook_commands(settings, "SessionStart") == ["python3 /opt/tool/hook_entry.py", HOOK]
+    assert "Stop hook updated" in proc.stdout and "SessionStart hook updated" in proc.stdout
 
     assert install(home, project, "claude-code").stdout.count("unchanged:") == 2
+
+
+def test_an_install_of_the_agents_room_hook_form_is_updated_in_place(home: Path, project: Path) -> None:
+    # What earlier versions wrote: `agents-room hook` through the console script.
+    old = f"{AGENTS_ROOM} hook"
+    (project / ".claude").mkdir()
+    (project / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
+        **{event: [{"matcher": "*", "hooks": [{"type": "command", "command": old, "timeout": 10}]}]
+           for event in ("SessionStart", "UserPromptSubmit", "PostToolUse")},
+        "Stop": [{"matcher": "*", "hooks": [
+            {"type": "command", "command": old, "timeout": 10},
+            {"type": "command", "command": f"{old} --wait --timeout 3540", "timeout": 3600, "asyncRewake": True}]}],
+    }}))
+    proc = install(home, project, "claude-code")
+    assert proc.returncode == 0, proc.stderr
+    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"):
+        assert f"{event} hook updated" in proc.stdout
+        assert [len(g["hooks"]) for g in settings["hooks"][event]] == [2 if event == "Stop" else 1]
+        assert all(c.startswith(HOOK) for c in hook_commands(settings, event))
+    assert "unchanged" in install(home, project, "claude-code").stdout
 
 
 def test_dry_run_writes_nothing_and_shows_the_diff(home: Path, project: Path) -> None:
@@ -150,10 +180,15 @@ def test_the_installed_hook_command_runs(home: Path, project: Path, tmp_path: Pa
         me = s.room_join(cwd=str(project), pid=None, harness_key=key).session_id
         other = s.room_join(cwd=str(project), pid=None, label="bob").session_id
         s.msg_send(other, me, subject="installed and working")
+    # Through a shell, as harnesses run it, with a bare environment: no venv on PATH, and
+    # PYTHON* variables that would break an interpreter that read them.
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "AGENTS_ROOM_DB": str(db), "PYTHONHOME": "/nowhere",
+           "PYTHONPATH": "/nowhere"}
     proc = subprocess.run(
         command, check=False, shell=True, input=json.dumps({"session_id": key, "hook_event_name": "PostToolUse"}),
-        capture_output=True, text=True, timeout=30, env={**os.environ, "AGENTS_ROOM_DB": str(db)},
+        capture_output=True, text=True, timeout=30, env=env,
     )
+    assert proc.returncode == 0 and proc.stderr == ""
     assert "installed and working" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
@@ -227,8 +262,12 @@ def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Pa
         "command": AGENTS_ROOM, "args": ["serve"]}
     hooks = json.loads((project / ".cursor" / "hooks.json").read_text())
     assert hooks["hooks"]["afterFileEdit"] == [{"command": "prettier"}]
-    assert [h["command"] for h in hooks["hooks"]["stop"]] == [
-        "say done", f"{AGENTS_ROOM} hook --format cursor --event stop"]
+    [theirs, ours] = hooks["hooks"]["stop"]
+    assert theirs == {"command": "say done"}
+    assert ours == {"command": f"{HOOK} --format cursor --event stop", "loop_limit": 3}
+    proc = subprocess.run(ours["command"], check=False, shell=True, input=json.dumps({"loop_count": 0}),
+                          capture_output=True, text=True, timeout=30)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "{}\n", "")
     before = snapshot(project)
     assert "nothing to change" in install(home, project, "cursor").stdout
     assert snapshot(project) == before

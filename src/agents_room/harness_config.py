@@ -1,17 +1,17 @@
 """What ``agents-room install`` writes into each harness's configuration, and how it merges.
 
 Rules: entries that are not ours are never touched (other servers, other hooks, every other
-setting); ours are recognised by name (the ``room`` server) or by command (``agents-room
-hook``) and replaced in place when they differ; a file whose merge changes nothing keeps its
-own text, so running twice changes nothing. A file that cannot be parsed is refused, never
-overwritten. Nothing is written here: every function returns the :class:`Change` to make.
+setting); ours are recognised by name (the ``room`` server) or by command (the hook entry
+``agents_room/hook_entry.py``, or ``agents-room hook`` as earlier versions wrote it) and
+replaced in place when they differ; a file whose merge changes nothing keeps its own text, so
+running twice changes nothing. A file that cannot be parsed is refused, never overwritten.
+Nothing is written here: every function returns the :class:`Change` to make.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import shlex
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,8 @@ HOOK_TIMEOUT_S = 10
 # The asyncRewake Stop hook waits for mail; Claude Code kills a hook at its timeout, so the
 # hook gives up a minute earlier and exits 0 on its own.
 WAIT_TIMEOUT_S = 3600
-HOOK_MARK = re.compile(r"(^|[/\s'])agents-room'?\s+hook\b")
+# Our hook commands, as this version writes them and as earlier ones did.
+HOOK_MARK = re.compile(r"[/\\]agents_room[/\\]hook_entry\.py\b|(^|[/\s'])agents-room'?\s+hook\b")
 
 
 class InstallError(Exception):
@@ -41,14 +42,16 @@ class Change:
         return self.before != self.after
 
 
-def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, *, channel: bool = False) -> list[Change]:
+def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook: str, *,
+         channel: bool = False) -> list[Change]:
+    """``exe`` runs the MCP server (``exe serve``); ``hook`` is the hook command, a shell line."""
     if harness == "claude-code":
-        return claude_code(scope or "project", root, home, exe, channel)
+        return claude_code(scope or "project", root, home, exe, hook, channel)
     if channel:
         raise InstallError("--channel is a Claude Code feature")
     if harness == "codex":
         return codex(scope or "user", home, exe)
-    return cursor(scope or "project", root, home, exe)
+    return cursor(scope or "project", root, home, exe, hook)
 
 
 # -- JSON files --------------------------------------------------------------------------------------
@@ -113,7 +116,7 @@ def _is_ours(entry: Any) -> bool:
 # -- Claude Code ---------------------------------------------------------------------------------------
 
 
-def claude_code(scope: str, root: Path, home: Path, exe: str, channel: bool) -> list[Change]:
+def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel: bool) -> list[Change]:
     env = {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}
     if channel:
         env["AGENTS_ROOM_CHANNEL"] = "1"
@@ -122,7 +125,6 @@ def claude_code(scope: str, root: Path, home: Path, exe: str, channel: bool) -> 
         servers, settings = root / ".mcp.json", root / ".claude" / "settings.json"
     else:
         servers, settings = home / ".claude.json", home / ".claude" / "settings.json"
-    hook = f"{shlex.quote(exe)} hook"  # hooks run through a shell
     wanted = {
         "SessionStart": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
         "UserPromptSubmit": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
@@ -173,11 +175,11 @@ def _marked(hook: Any) -> bool:
 # -- Cursor -----------------------------------------------------------------------------------------
 
 
-def cursor(scope: str, root: Path, home: Path, exe: str) -> list[Change]:
+def cursor(scope: str, root: Path, home: Path, exe: str, hook: str) -> list[Change]:
     base = root / ".cursor" if scope == "project" else home / ".cursor"
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
     entry = {"command": exe, "args": ["serve"]}
-    ours = {"command": f"{shlex.quote(exe)} hook --format cursor --event stop", "loop_limit": 3}
+    ours = {"command": f"{hook} --format cursor --event stop", "loop_limit": 3}
 
     def hooks_edit(data: dict[str, Any]) -> list[str]:
         data.setdefault("version", 1)

@@ -17,23 +17,26 @@ turn in the idle chat; it exits 0 at its timeout.
 
 A hook must never break the harness: any failure exits 0 with one line on stderr. It runs on
 every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
-probe over ``sqlite3`` without importing the store (whose import costs more than the rest of
-the hook); only when the probe finds something does the store do the real work, by its own
+probe over SQLite without importing the store (whose import costs more than the rest of the
+hook); only when the probe finds something does the store do the real work, by its own
 rules (store/wake.py). Never ``mcp``.
+
+The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
+path this module imports nothing but ``os`` and two of CPython's C modules (``_json``,
+``_sqlite3``): ``argparse`` and ``json`` pull in ``re`` (with ``enum``), ``sqlite3`` pulls in
+``datetime``, which together cost about as much as the interpreter's own start.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import sqlite3
 import sys
 import time
 
 # Annotations only: importing typing would cost this hot path more than its own query.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import argparse
     from typing import Any
 
     from agents_room.store import Store
@@ -50,30 +53,82 @@ WAIT_POLL_S = 0.5
 ANCESTOR_DEPTH = 4
 
 
+# The hook's flags, declared once as argparse arguments: ``agents-room hook`` adds them to its
+# subcommand, and the installed hook command (hook_entry.py → main) reads them by hand.
+FLAGS: dict[str, dict[str, Any]] = {
+    "--event": {"help": "the hook event (default: hook_event_name from stdin)"},
+    "--format": {"choices": ["claude", "cursor"], "default": "claude",
+                 "help": "the harness's hook output (cursor: a stop hook answering followup_message)"},
+    "--wait": {"action": "store_true", "help": "wait for mail to a session at wake, then exit 2 (asyncRewake)"},
+    "--timeout": {"type": float, "default": WAIT_TIMEOUT_S, "help": "--wait: give up after this many seconds"},
+    "--poll": {"type": float, "default": WAIT_POLL_S, "help": "--wait: seconds between looks at the store"},
+}
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "hook",
         help="run as a harness hook: tell the agent about new mail (reads the hook JSON on stdin)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("--event", help="the hook event (default: hook_event_name from stdin)")
-    p.add_argument("--format", choices=["claude", "cursor"], default="claude",
-                   help="the harness's hook output (cursor: a stop hook answering followup_message)")
-    p.add_argument("--wait", action="store_true", help="wait for mail to a session at wake, then exit 2 (asyncRewake)")
-    p.add_argument("--timeout", type=float, default=WAIT_TIMEOUT_S, help="--wait: give up after this many seconds")
-    p.add_argument("--poll", type=float, default=WAIT_POLL_S, help="--wait: seconds between looks at the store")
+    for flag, spec in FLAGS.items():
+        p.add_argument(flag, **spec)
     p.set_defaults(run=run)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agents-room")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["hook", *(sys.argv[1:] if argv is None else argv)])
+    """``agents-room hook`` without the rest of the CLI: the installed hook command's entry."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args is None:  # help, a mistake, an abbreviation: argparse says it as the CLI would
+        import argparse
+
+        parser = argparse.ArgumentParser(prog="agents-room")
+        add_parser(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(["hook", *argv])
     return run(args)
 
 
-def run(args: argparse.Namespace) -> int:
+class Args:
+    """Parsed flags, as an ``argparse.Namespace`` holds them (without importing argparse)."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+def parse(argv: list[str]) -> Args | None:
+    """The command lines harnesses run (``--flag value``, ``--flag=value``, ``--wait``), read
+    from :data:`FLAGS` as argparse would read them; None for anything else (``--help``, an
+    unknown or abbreviated flag, a bad value, a value starting with ``-``), which is then
+    left to argparse."""
+    values = {flag[2:]: False if "action" in spec else spec.get("default") for flag, spec in FLAGS.items()}
+    rest = iter(argv)
+    for arg in rest:
+        flag, eq, text = arg.partition("=")
+        spec = FLAGS.get(flag)
+        if spec is None:
+            return None
+        if "action" in spec:  # store_true
+            if eq:
+                return None
+            values[flag[2:]] = True
+            continue
+        if not eq:
+            text = next(rest, None)
+            if text is None or text.startswith("-"):
+                return None
+        try:
+            value = spec.get("type", str)(text)
+        except ValueError:
+            return None
+        if "choices" in spec and value not in spec["choices"]:
+            return None
+        values[flag[2:]] = value
+    return Args(**values)
+
+
+def run(args: argparse.Namespace | Args) -> int:
     """Never raises and never exits non-zero except ``--wait``'s deliberate 2."""
     try:
         data = _read_input(sys.stdin)
@@ -86,8 +141,12 @@ def run(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)
         print(f"agents-room hook: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 0
-    if out is not None:
+    if out:
+        import json  # only with something to say (see _loads)
+
         sys.stdout.write(json.dumps(out) + "\n")
+    elif out is not None:
+        sys.stdout.write("{}\n")  # Cursor's quiet answer, without that import
     return 0
 
 
@@ -97,10 +156,39 @@ def _read_input(stream: Any) -> dict[str, Any]:
     text = stream.read()
     if not text.strip():
         return {}
-    data = json.loads(text)
+    data = _loads(text)
     if not isinstance(data, dict):
         raise TypeError("hook input is not a JSON object")
     return data
+
+
+class _JsonDefaults:
+    """The settings CPython's C JSON scanner reads off its context: ``json.JSONDecoder()``'s."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+
+
+def _loads(text: str) -> Any:
+    """``json.loads(text)`` through the C scanner ``json.loads`` itself uses, without importing
+    ``json``: it compiles regular expressions at import, and ``re`` (with ``enum``) costs about
+    as much as everything else the quiet path does after the interpreter's start. Anything
+    the scanner does not take whole (bad JSON, no ``_json``) goes to ``json.loads``, for its
+    own answer or error."""
+    try:
+        from _json import make_scanner
+
+        body = text.strip(" \t\n\r")  # JSON's own whitespace, as json.loads skips it
+        value, end = make_scanner(_JsonDefaults)(body, 0)
+        if end == len(body):
+            return value
+    except (ImportError, ValueError, StopIteration):
+        pass
+    import json
+
+    return json.loads(text)
 
 
 # -- finding the session --------------------------------------------------------------------------
@@ -171,9 +259,13 @@ def probe(path: str, keys: list[str], pids: list[int]) -> bool:
     """Read-only: might a session with one of these keys or harness pids have something new?"""
     if not keys and not pids:
         return False
+    # sqlite3.connect is _sqlite3.connect; the sqlite3 package around it imports datetime for
+    # its date adapters, which the probe's integers and strings do not need.
+    from _sqlite3 import connect
+
     # mode=rw: never create a store; the probe only reads (WAL readers do not block writers).
     uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
     try:
         sql = _PROBE_SESSIONS.format(keys=",".join("?" * len(keys)) or "NULL", pids=",".join("?" * len(pids)) or "NULL")
         ids = [r[0] for r in conn.execute(sql, (*keys, *pids))]

@@ -29,7 +29,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
     p.add_argument("--dir", metavar="PATH", help="the project folder (default: the current folder)")
-    p.add_argument("--command", metavar="PATH", help="the agents-room executable to run (default: found on PATH)")
+    p.add_argument("--command", metavar="PATH",
+                   help="the agents-room executable the MCP server entry runs (default: found on PATH); "
+                   "hooks run this installation's interpreter on its hook entry")
     p.add_argument("--channel", action="store_true",
                    help="claude-code: turn on the channel wake lever (start claude with "
                    "--dangerously-load-development-channels server:room)")
@@ -44,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command), channel=args.channel)
+                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel)
         report(changes, dry_run=args.dry_run)
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
@@ -66,6 +68,16 @@ def executable(given: str | None) -> str:
     if found and here.exists() and Path(found).resolve() == here.resolve():
         return "agents-room"
     return str(here)
+
+
+def hook_command() -> str:
+    """The hook command for the harness's shell: this installation's interpreter, without
+    ``site``, on its hook entry (hook_entry.py says why), so each hook event costs little more
+    than the interpreter's bare start. It does the same as ``agents-room hook``."""
+    import shlex
+
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook_entry.py")
+    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)}"
 
 
 def report(changes: list[Change], *, dry_run: bool) -> None:
