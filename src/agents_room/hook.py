@@ -261,7 +261,10 @@ def probe(path: str, keys: list[str], pids: list[int]) -> bool:
         return False
     # sqlite3.connect is _sqlite3.connect; the sqlite3 package around it imports datetime for
     # its date adapters, which the probe's integers and strings do not need.
-    from _sqlite3 import connect
+    try:
+        from _sqlite3 import connect
+    except ImportError:  # an interpreter that keeps it elsewhere: the public name, at its cost
+        from sqlite3 import connect
 
     # mode=rw: never create a store; the probe only reads (WAL readers do not block writers).
     uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
