@@ -114,7 +114,7 @@ def targets(cells: list[dict[str, Any]], rs: list[dict[str, Any]], hook: dict[st
                        "ms", f"in {slowest['op']}" if slowest else ""))
     out.append(_target("RSS serve ÷ bare MCP server, 4 agents", _ratio(rs, "serve/bare RSS", "lease_claim", 4), 1.1,
                        False, "×"))
-    out.append(_target("agents-room hook, wall from process start (median, quiet)",
+    out.append(_target("the installed hook command, wall from process start (median, quiet)",
                        hook["quiet"]["wall_median_ms"] if hook else None, 50, False, "ms",
                        f"python -c pass alone: {hook['python_c_pass']['wall_median_ms']:.0f} ms" if hook else ""))
     return out
@@ -229,7 +229,11 @@ def print_tables(data: dict[str, Any], console: Console | None = None) -> None:
     console.print(tt)
     hook = data.get("hook")
     if hook:
-        for path in ("python_c_pass", "quiet", "news"):
+        if hook.get("command"):
+            console.print(f"hook command: {hook['command']}")
+        for path in ("python_c_pass", "python_S_c_pass", "quiet", "news"):
+            if path not in hook:
+                continue
             h = hook[path]
             console.print(f"hook {path:<14} wall median {h['wall_median_ms']:6.1f} ms  p90 {h['wall_p90_ms']:6.1f} ms  "
                           f"min {h['wall_min_ms']:6.1f} ms  CPU median {h['cpu_median_ms']:6.1f} ms  ({h['runs']} runs)")

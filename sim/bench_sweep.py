@@ -102,9 +102,9 @@ def knee(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 def work_latencies(out: Path) -> dict[str, list[float]]:
     """Latency (ms) per operation of the steady work: each agent's calls after its first
-    ``room_who`` (what every agent does at once on "go"), drain aside. The report's own table
-    also holds the start-up joins, which wait for every agent's interpreter to start: at 32
-    MCP agents they alone would be the p99 of the run."""
+    ``room_who`` (what every agent does at once on "go"), drain aside. Stricter than the
+    report's own tables, which set aside only the start-up joins: the burst of first
+    ``room_who`` calls, all at one instant, is not the steady load a capacity point is about."""
     found: dict[str, list[float]] = {}
     working: set[str] = set()
     for inv, done in sorted(pairs(read(out / "history.jsonl")), key=lambda pair: pair[0]["time"]):

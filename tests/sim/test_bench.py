@@ -72,7 +72,7 @@ def test_bench_measures_every_cell(tmp_path: Path) -> None:
     for path in ("python_c_pass", "quiet", "news"):
         assert hook[path]["runs"] == 3 and 0 < hook[path]["wall_min_ms"] <= hook[path]["wall_median_ms"]
     assert hook["quiet"]["cpu_median_ms"] > 0
-    assert targets["agents-room hook, wall from process start (median, quiet)"]["value"] == hook["quiet"]["wall_median_ms"]
+    assert targets["the installed hook command, wall from process start (median, quiet)"]["value"] == hook["quiet"]["wall_median_ms"]
 
     for kind, op, n in expected:  # the printed table has every cell
         rows = [[x.strip() for x in line.split("│")][1:4] for line in done.stdout.splitlines() if "│" in line]
