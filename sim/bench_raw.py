@@ -65,8 +65,8 @@ class RawRoom:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL RETURNING id, label",
-                         (now, sid)).fetchone()
+            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
+                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
             for p, holder, m, token, expires_at in conn.execute(
                 "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (now,)
             ).fetchall():
@@ -103,9 +103,10 @@ class RawRoom:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL RETURNING id, label",
-                         (now, sid)).fetchone()
-            found = conn.execute("SELECT id FROM sessions WHERE id = ? AND left_at IS NULL", (to,)).fetchone()
+            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
+                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
+            found = conn.execute("SELECT id, cwd, label, last_seen FROM sessions WHERE id = ? AND left_at IS NULL",
+                                 (to,)).fetchone()
             if found is None:
                 raise LookupError(f"no session {to}")
             mid = conn.execute(

@@ -31,7 +31,7 @@ from .liveness import ProcessScan, liveness, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
 from .reads import Drift
 from .rooms import Member
-from .sessions import Joined, Session
+from .sessions import Caller, Joined, Session
 from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, default_path, open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
@@ -119,10 +119,10 @@ class Store:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _session(self, tx: Any, session_id: Any, *, touch: bool) -> Session:
+    def _session(self, tx: Any, session_id: Any, *, touch: bool) -> Caller:
         return sessions.resolve(tx, session_id, self.path, touch=touch)
 
-    def _touch_if_stale(self, session: Session, now: float) -> None:
+    def _touch_if_stale(self, session: Caller, now: float) -> None:
         if now - session.last_seen >= TOUCH_INTERVAL_S:
             # Best effort: the read has its answer already; a writer holding the lock past
             # the bounded wait must not turn that answer into store_busy.

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import LeaseNotHeld
-from .sessions import Session
+from .sessions import Caller
 from .sqlite import Tx
 
 _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
+_HOLDERS = f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND l.expires_at > ? ORDER BY l.mode, l.token"
 
 
 @dataclass(frozen=True)
@@ -44,15 +45,14 @@ def sweep(tx: Tx) -> int:
 
 
 def _holders(tx: Tx, path: str) -> list[Lease]:
-    rows = tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND l.expires_at > ? ORDER BY l.mode, l.token", (path, tx.now))
-    return [Lease(*r) for r in rows]
+    return [Lease(*r) for r in tx.all(_HOLDERS, (path, tx.now))]
 
 
 def _next_token(tx: Tx) -> int:
     return tx.scalar("UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value")
 
 
-def claim(tx: Tx, session: Session, path: str, ttl_s: float, mode: str) -> Claim:
+def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
     """Grant, extend or upgrade ``session``'s lease on ``path``, or deny naming the holder.
 
     Exclusive: one holder, blocks every other claim. Shared: several holders, blocks
@@ -60,17 +60,19 @@ def claim(tx: Tx, session: Session, path: str, ttl_s: float, mode: str) -> Claim
     shared holder may upgrade to exclusive; an exclusive holder may step down to shared."""
     sweep(tx)
     holders = _holders(tx, path)
-    mine = next((h for h in holders if h.session_id == session.id), None)
-    others = [h for h in holders if h.session_id != session.id]
-    in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
-    if in_the_way:
-        h = in_the_way[0]
-        who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
-        more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
-        reason = f"{path} is held {h.mode} by {who}{more} until {h.expires_at:.0f}"
-        if mine is not None:
-            reason = f"cannot upgrade to exclusive: {reason}"
-        return Claim(False, h, reason, None)
+    mine = None
+    if holders:  # (most claims are of a free path: nothing to weigh)
+        mine = next((h for h in holders if h.session_id == session.id), None)
+        others = [h for h in holders if h.session_id != session.id]
+        in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
+        if in_the_way:
+            h = in_the_way[0]
+            who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
+            more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
+            reason = f"{path} is held {h.mode} by {who}{more} until {h.expires_at:.0f}"
+            if mine is not None:
+                reason = f"cannot upgrade to exclusive: {reason}"
+            return Claim(False, h, reason, None)
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
@@ -95,7 +97,7 @@ def claim(tx: Tx, session: Session, path: str, ttl_s: float, mode: str) -> Claim
     return Claim(True, lease, reason, lease)
 
 
-def _not_held(tx: Tx, session: Session, path: str, verb: str) -> LeaseNotHeld:
+def _not_held(tx: Tx, session: Caller, path: str, verb: str) -> LeaseNotHeld:
     holders = _holders(tx, path)
     if holders:
         names = ", ".join(f"{h.session_id} ({h.mode})" for h in holders)
@@ -105,7 +107,7 @@ def _not_held(tx: Tx, session: Session, path: str, verb: str) -> LeaseNotHeld:
                         "it is free, lease_claim it again", holders=[])
 
 
-def renew(tx: Tx, session: Session, path: str, ttl_s: float | None) -> Lease:
+def renew(tx: Tx, session: Caller, path: str, ttl_s: float | None) -> Lease:
     """Extend the caller's live lease with a new token. ``ttl_s`` defaults to the lease's own.
 
     Raises ``LeaseNotHeld`` (naming the current holder) if it expired or was never held."""
@@ -125,7 +127,7 @@ def renew(tx: Tx, session: Session, path: str, ttl_s: float | None) -> Lease:
     return Lease(path, session.id, session.label, mode, token, acquired_at, expires_at)
 
 
-def release(tx: Tx, session: Session, path: str) -> None:
+def release(tx: Tx, session: Caller, path: str) -> None:
     """Release the caller's lease. Raises ``LeaseNotHeld`` saying who holds it, if anyone."""
     sweep(tx)
     row = tx.one(

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from . import bounds
 from .errors import InvalidArgument, NotRecipient
-from .sessions import Session, resolve
+from .sessions import Caller, resolve
 from .sqlite import Tx
 
 UNREAD = ("stored", "offered", "accepted", "undeliverable")
@@ -80,7 +80,7 @@ def _peers(tx: Tx, sender: str) -> list[str]:
     )]
 
 
-def resolve_selector(tx: Tx, sender: Session, to: object, store_path: str) -> list[str]:
+def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> list[str]:
     """The recipients of a selector, resolved now. Broadcasts never include the sender."""
     if not isinstance(to, str) or not to:
         raise InvalidArgument("to", "must be '*', a session id, 'file:<glob>' or 'tag:<tag>'")
@@ -113,7 +113,7 @@ def _file_matches(pattern: str, path: str, holder_cwd: str) -> bool:
 
 
 def send(
-    tx: Tx, sender: Session, to: str, subject: str, body: str, reply_to: int | None,
+    tx: Tx, sender: Caller, to: str, subject: str, body: str, reply_to: int | None,
     ttl_s: float | None, store_path: str,
 ) -> Sent:
     """Store one message: a row per room the sender is in, a delivery per recipient.
@@ -190,7 +190,7 @@ def expire_unread_for(tx: Tx, recipient: str) -> None:
     advance(tx, recipient, ids, "expired")
 
 
-def recv(tx: Tx, session: Session, limit: int) -> tuple[list[Message], Inbox | None]:
+def recv(tx: Tx, session: Caller, limit: int) -> tuple[list[Message], Inbox | None]:
     """Unread, unexpired deliveries oldest first, marked ``read``. When there are none, the
     inbox block says why the answer might be empty."""
     _expire_overdue(tx, session.id)
@@ -210,7 +210,7 @@ def recv(tx: Tx, session: Session, limit: int) -> tuple[list[Message], Inbox | N
     return [], inbox(tx, session)
 
 
-def inbox(tx: Tx, session: Session) -> Inbox:
+def inbox(tx: Tx, session: Caller) -> Inbox:
     rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
     total, read, last = tx.one(
         "SELECT count(*), coalesce(sum(state IN ('read', 'acked')), 0), max(created_at) FROM deliveries WHERE recipient = ?",
@@ -219,7 +219,7 @@ def inbox(tx: Tx, session: Session) -> Inbox:
     return Inbox(rooms, total, read, last)
 
 
-def ack(tx: Tx, session: Session, message_id: int) -> None:
+def ack(tx: Tx, session: Caller, message_id: int) -> None:
     """Confirm a message the caller has read. Acking twice is harmless.
 
     Raises ``NotRecipient`` if it was never delivered to the caller, ``InvalidArgument`` if
@@ -236,7 +236,7 @@ def ack(tx: Tx, session: Session, message_id: int) -> None:
     advance(tx, session.id, [message_id], "acked")
 
 
-def unread(tx: Tx, session: Session) -> int:
+def unread(tx: Tx, session: Caller) -> int:
     return tx.scalar(
         f"SELECT count(*) FROM deliveries d JOIN messages m ON m.id = d.message_id "
         f"WHERE d.recipient = ? AND d.state IN {_UNREAD_SQL} AND (m.expires_at IS NULL OR m.expires_at > ?)",
@@ -244,7 +244,7 @@ def unread(tx: Tx, session: Session) -> int:
     )
 
 
-def sent(tx: Tx, session: Session, limit: int) -> list[SentMessage]:
+def sent(tx: Tx, session: Caller, limit: int) -> list[SentMessage]:
     """The caller's messages, newest first, with each recipient's state (an unread delivery
     past its message's expiry shows as ``expired``)."""
     out = []

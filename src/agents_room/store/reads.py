@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import InvalidArgument
-from .sessions import Session
+from .sessions import Caller
 from .sqlite import Tx
 
 Severity = Literal["SAFE", "MINOR", "CRITICAL"]
@@ -46,7 +46,7 @@ def file_hash(path: str) -> str | None:
         raise InvalidArgument("path", f"{path} cannot be read ({exc.strerror})") from None
 
 
-def note_read(tx: Tx, session: Session, path: str, digest: str) -> None:
+def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
     """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
     session held a lease on it at that moment."""
     other = tx.scalar(
@@ -62,7 +62,7 @@ def note_read(tx: Tx, session: Session, path: str, digest: str) -> None:
     )
 
 
-def drift_check(tx: Tx, session: Session, path: str, digest: str | None) -> Drift:
+def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift:
     """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease on it since
     the read. CRITICAL: changed while another session held a lease at some time since the
     read (from the lease events, not only the current holder). A deleted file has changed."""

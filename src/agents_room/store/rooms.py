@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from . import bounds
 from .errors import InvalidArgument
 from .liveness import Liveness, ProcessScan, liveness
-from .sessions import COLUMNS, LEVEL, Session
+from .sessions import COLUMNS, LEVEL, Caller, Session
 from .sqlite import Tx
 
 
@@ -49,7 +49,7 @@ class Member:
     liveness: Liveness
 
 
-def leave_room(tx: Tx, session: Session, room: str) -> None:
+def leave_room(tx: Tx, session: Caller, room: str) -> None:
     """Leave one room, stay in the rest. Not being in it is ``InvalidArgument``."""
     cur = tx.execute("DELETE FROM memberships WHERE session_id = ? AND room = ?", (session.id, room))
     if cur.rowcount == 0:
@@ -57,7 +57,7 @@ def leave_room(tx: Tx, session: Session, room: str) -> None:
     tx.event("leave_room", session.id, room=room)
 
 
-def who(tx: Tx, scan: ProcessScan, room: str | None, session: Session | None) -> list[Member]:
+def who(tx: Tx, scan: ProcessScan, room: str | None, session: Caller | None) -> list[Member]:
     """Members of ``room``; else of every room ``session`` is in; else every live session."""
     if room is not None:
         where, params = "s.id IN (SELECT session_id FROM memberships WHERE room = ?)", (room,)
@@ -85,7 +85,7 @@ def who(tx: Tx, scan: ProcessScan, room: str | None, session: Session | None) ->
     return members
 
 
-def home_room(tx: Tx, session: Session) -> str:
+def home_room(tx: Tx, session: Caller) -> str:
     """The session's repo room, the default room of history and caps."""
     room = tx.scalar(
         "SELECT room FROM memberships WHERE session_id = ? AND room LIKE 'repo:%' ORDER BY joined_at LIMIT 1",

@@ -7,7 +7,7 @@ import json
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import bounds
 from .errors import InvalidArgument, UnknownSession
@@ -41,6 +41,22 @@ class Session:
         return cls(*values)
 
 
+class Caller(NamedTuple):
+    """The session an operation acts as: the four columns the operations use. Every tool
+    call but ``room_join`` resolves one, usually inside the write lock, so it is read as a
+    bare tuple (no JSON to decode, no dataclass to fill) rather than as a whole ``Session``."""
+
+    id: str
+    cwd: str
+    label: str | None
+    last_seen: float
+
+
+_CALLER = ", ".join(Caller._fields)
+_TOUCH = f"UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL RETURNING {_CALLER}"
+_LOOKUP = f"SELECT {_CALLER} FROM sessions WHERE id = ? AND left_at IS NULL"
+
+
 @dataclass(frozen=True)
 class Joined:
     session_id: str
@@ -53,22 +69,16 @@ class Joined:
 # -- resolving ids ---------------------------------------------------------------------------
 
 
-def resolve(tx: Tx, session_id: Any, store_path: str, *, touch: bool) -> Session:
+def resolve(tx: Tx, session_id: Any, store_path: str, *, touch: bool) -> Caller:
     """The live session ``session_id`` names. ``touch`` (write transactions only) records
     the call in ``last_seen`` in the same statement.
 
     Raises ``UnknownSession`` naming what the caller probably meant."""
     value = bounds.session_id_text(session_id)
-    if touch:
-        row = tx.one(
-            f"UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL RETURNING {COLUMNS}",
-            (tx.now, value),
-        )
-    else:
-        row = tx.one(f"SELECT {COLUMNS} FROM sessions WHERE id = ? AND left_at IS NULL", (value,))
+    row = tx.one(_TOUCH, (tx.now, value)) if touch else tx.one(_LOOKUP, (value,))
     if row is None:
         raise UnknownSession(explain_unknown(tx, value, store_path))
-    return Session.from_row(row)
+    return Caller(*row)
 
 
 def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
@@ -213,7 +223,7 @@ def _decide_autonomy(
 # -- leave and prune --------------------------------------------------------------------------
 
 
-def leave(tx: Tx, session: Session, reason: str = "leave") -> list[str]:
+def leave(tx: Tx, session: Caller | Session, reason: str = "leave") -> list[str]:
     """Leave every room, release every lease, expire unread deliveries, keep a tombstone."""
     from .leases import release_all
     from .messages import expire_unread_for
