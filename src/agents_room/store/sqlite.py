@@ -16,6 +16,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
+from types import TracebackType
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,74 @@ def _translate(exc: sqlite3.Error, path: Path) -> RoomError:
     return StoreError(f"{path}: {exc}")
 
 
+class _Write:
+    """The context manager of :meth:`Database.write`: a class, not a generator, because it
+    wraps every write call (three stacked generator managers measured ~35k instructions a
+    write). In order: this process's turn on the connection, the turn in the admission queue,
+    BEGIN IMMEDIATE; on the way out COMMIT (or ROLLBACK), then both turns are let go, and
+    only then the WAL upkeep, outside the turn."""
+
+    __slots__ = ("db", "admitted")
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.admitted = False
+
+    def __enter__(self) -> Tx:
+        db = self.db
+        if not db._lock.acquire(timeout=db.busy_timeout_s):
+            raise StoreBusy(f"{db.path} is busy in this process; nothing was changed, try again")
+        try:
+            if db._admission is not None:
+                db._admission.turn().__enter__()
+                self.admitted = True
+            db.conn.execute("BEGIN IMMEDIATE")
+        except BaseException as exc:
+            self._let_go()
+            if isinstance(exc, sqlite3.Error):
+                raise _translate(exc, db.path) from exc
+            raise
+        return Tx(db.conn, db.clock.now())
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        db = self.db
+        try:
+            if kind is None:
+                try:
+                    db.conn.execute("COMMIT")
+                except BaseException as commit_exc:
+                    exc = commit_exc
+            if exc is not None:
+                # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
+                # back: only roll back what is still open, never continue it.
+                if db.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        db.conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _translate(exc, db.path) from exc
+                if kind is None:
+                    raise exc
+                return
+            admission = db._admission
+            if admission is not None and admission.enabled and admission.ticket % _CHECKPOINT_TURNS == 0:
+                self._let_admission_go()
+                db._checkpoint()
+            else:
+                self._let_admission_go()
+            db._bound_wal()
+        finally:
+            self._let_go()
+
+    def _let_admission_go(self) -> None:
+        if self.admitted:
+            self.admitted = False
+            self.db._admission.turn().__exit__(None, None, None)  # type: ignore[union-attr]
+
+    def _let_go(self) -> None:
+        self._let_admission_go()
+        self.db._lock.release()
+
+
 class Database:
     """A connection to the store file. Thread-safe: one lock serialises this process's use
     of the connection (SQLite admits one writer at a time anyway)."""
@@ -148,38 +217,11 @@ class Database:
         finally:
             self._lock.release()
 
-    @contextlib.contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> _Write:
         """One write transaction: BEGIN IMMEDIATE (the write lock is taken before any read,
         so a check-then-insert cannot interleave with another writer), COMMIT on success,
         ROLLBACK on any error. Waiting for the lock is bounded; past it, ``StoreBusy``."""
-        admission = self._admission
-        with self._turn():
-            with admission.turn() if admission else contextlib.nullcontext(), self._transaction() as tx:
-                yield tx
-            if admission and admission.enabled and admission.ticket % _CHECKPOINT_TURNS == 0:
-                self._checkpoint()
-            self._bound_wal()
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[Tx]:
-        try:
-            self.conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
-        tx = Tx(self.conn, self.clock.now())
-        try:
-            yield tx
-            self.conn.execute("COMMIT")
-        except BaseException as exc:
-            # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
-            # back: only roll back what is still open, never continue it.
-            if self.conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    self.conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise _translate(exc, self.path) from exc
-            raise
+        return _Write(self)
 
     def _checkpoint(self) -> None:
         """Copy the WAL into the database, without blocking writers (PASSIVE). Under fair
