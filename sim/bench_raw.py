@@ -18,6 +18,9 @@ import time
 # come from the store; the connection and every statement here are bare sqlite3.)
 from agents_room.store.sqlite import _CACHE_KIB, DEFAULT_BUSY_TIMEOUT_S, WAL_LIMIT_BYTES
 
+# One encoder for every event payload: json.dumps with options builds a new one per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
 
 def connect(db: str) -> sqlite3.Connection:
     conn = sqlite3.connect(db, timeout=DEFAULT_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
@@ -31,7 +34,7 @@ def connect(db: str) -> sqlite3.Connection:
 def _event(conn: sqlite3.Connection, now: float, sid: str | None, kind: str, path: str | None, **payload: object) -> int:
     cur = conn.execute(
         "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
-        (now, sid, kind, path, json.dumps(payload, separators=(",", ":"))),
+        (now, sid, kind, path, _COMPACT(payload)),
     )
     return cur.lastrowid  # type: ignore[return-value]
 

@@ -25,6 +25,9 @@ from .admission import WriteAdmission
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
 
+# One encoder for every event payload: json.dumps with options builds a new one per call.
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
 SCHEMA_VERSION = 1
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 # The pages one transaction may need beyond the cache before SQLite spills; a 4 MiB
@@ -89,7 +92,7 @@ class Tx:
         """Append an audit row in this transaction; returns its seq."""
         cur = self.conn.execute(
             "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
-            (self.now, session_id, kind, path, json.dumps(payload, separators=(",", ":"))),
+            (self.now, session_id, kind, path, _COMPACT(payload)),
         )
         return cur.lastrowid  # type: ignore[return-value]
 
