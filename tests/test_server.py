@@ -102,6 +102,8 @@ async def test_schemas_carry_types_and_descriptions_for_the_model(server) -> Non
             assert prop.get("description"), (tool.name, arg)
             types = {prop.get("type")} | {alt.get("type") for alt in prop.get("anyOf", [])}
             assert types - {None, "null"}, (tool.name, arg, prop)
+        # Results are structured: every tool publishes an object output schema.
+        assert (tool.output_schema or {}).get("type") == "object", (tool.name, tool.output_schema)
 
 
 async def test_instructions_explain_the_flow(server) -> None:
@@ -120,6 +122,7 @@ async def test_results_are_structured_and_repeated_as_json_text(server, mode: st
         result = await c.call_tool("room_join", {"label": "alice"})
         assert not result.is_error
         assert json.loads(result.content[0].text) == result.structured_content
+        assert "\n" not in result.content[0].text  # one line: the SDK's indented form costs context
         assert re.fullmatch(r"[0-9a-f]{16}", result.structured_content["session_id"])
 
 

@@ -6,7 +6,6 @@ by every agent). Errors are mapped in one place, :meth:`RoomServer.call_tool`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ from typing import Any
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
 
 from .. import __version__
 from ..identity import Identity, for_stdio
@@ -84,11 +82,6 @@ class RoomServer(MCPServer[State]):
             raise
         except Exception as exc:
             return tool_error(describe(name, exc))
-        if isinstance(result, CallToolResult) and result.structured_content is not None:
-            # The text repeats the result as one line of JSON: the SDK's indented form costs
-            # the model's context a third more for nothing.
-            text = json.dumps(result.structured_content, ensure_ascii=False)
-            result = result.model_copy(update={"content": [TextContent(type="text", text=text)]})
         return result
 
 

@@ -13,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
 from ..store import Store
@@ -88,15 +89,21 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls))
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def plain(value: Any) -> Any:
     """Store records (frozen dataclasses) as plain JSON-able values: ``dataclasses.asdict``'s
-    answer at half its cost (it deep-copies every leaf, on every tool call)."""
-    if hasattr(type(value), "__dataclass_fields__"):
-        return {name: plain(getattr(value, name)) for name in _field_names(type(value))}
-    if isinstance(value, list | tuple):
+    answer at a fifth of its cost (it deep-copies every leaf, on every tool call)."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is list or kind is tuple:
         return [plain(v) for v in value]
-    if isinstance(value, dict):
+    if kind is dict:
         return {k: plain(v) for k, v in value.items()}
+    if hasattr(kind, "__dataclass_fields__"):
+        return {name: plain(getattr(value, name)) for name in _field_names(kind)}
     return value
 
 
@@ -281,6 +288,24 @@ TOOLS = (
 READ_ONLY = {"room_who", "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "drift_check"}
 
 
+_ONE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+
+
+def _answering(fn: Any) -> Any:
+    """``fn`` answering with the whole ``CallToolResult``: its ``dict`` as structured content and
+    once more as one line of JSON text. The SDK would otherwise re-validate and re-serialize
+    the dict and render an indented text (a third more of the model's context, for nothing);
+    it passes a ``CallToolResult`` through, checked against the same output schema, which
+    the SDK still reads from ``fn``'s annotations."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> CallToolResult:
+        result = fn(*args, **kwargs)
+        return CallToolResult(content=[TextContent(type="text", text=_ONE_LINE(result))], structured_content=result)
+
+    return call
+
+
 def _on_the_loop(fn: Any) -> Any:
     """``fn`` as a coroutine function: the SDK then calls it on the event loop instead of in a
     worker thread (see ``register``)."""
@@ -300,6 +325,6 @@ def register(server: RoomServer, *, on_the_loop: bool = False) -> None:
     server shared by several agents (HTTP) keeps the threads."""
     for fn in TOOLS:
         server.add_tool(
-            _on_the_loop(fn) if on_the_loop else fn, description=inspect.cleandoc(fn.__doc__ or ""),
+            _on_the_loop(_answering(fn)) if on_the_loop else _answering(fn), description=inspect.cleandoc(fn.__doc__ or ""),
             annotations=_READ_ONLY if fn.__name__ in READ_ONLY else _WRITES,
         )
