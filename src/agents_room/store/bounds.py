@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import uuid
 from typing import Any, Literal, get_args
 
 from .errors import InvalidArgument
@@ -111,6 +110,8 @@ def harness_key(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidArgument("harness_key", f"must be a UUID string, got {type(value).__name__}")
+    import uuid  # here, not at the top: the hook's news path imports this module, not this check
+
     try:
         return str(uuid.UUID(value.strip()))
     except ValueError:

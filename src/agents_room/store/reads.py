@@ -3,7 +3,6 @@ else hold a lease on it meanwhile?"""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from dataclasses import dataclass
@@ -29,6 +28,8 @@ class Drift:
 def file_hash(path: str) -> str | None:
     """SHA-256 of the file's bytes now; ``None`` if it does not exist. Raises
     ``InvalidArgument`` for something that is not a readable regular file."""
+    import hashlib  # here: the hook's news path imports this module, never this function
+
     try:
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer, for ever (it is then
         # refused below, as a device is); on a regular file the flag changes nothing.

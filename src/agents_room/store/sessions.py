@@ -4,8 +4,8 @@ with errors that name the id the caller probably meant."""
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -158,7 +158,7 @@ def join(
         existing = Session.from_row(row) if row else None
 
     if existing is None:
-        sid = secrets.token_hex(8)
+        sid = os.urandom(8).hex()  # secrets.token_hex(8), without importing hmac and hashlib
         tx.execute(
             f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL)",
             (sid, harness or "unknown", harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now),

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Iterator
 from types import TracebackType
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +54,8 @@ def default_path() -> Path:
 def _schema_statements(version: int) -> list[str]:
     """Split a migration script into statements. ``executescript`` would COMMIT first,
     which would run the migration outside our BEGIN IMMEDIATE."""
+    from importlib import resources  # only to create or migrate: its import costs the hook ~10 ms
+
     text = resources.files(__package__).joinpath("schema.sql" if version == 1 else f"migrate_{version}.sql")
     statements, buf = [], ""
     for line in text.read_text().splitlines(keepends=True):

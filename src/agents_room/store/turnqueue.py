@@ -32,7 +32,6 @@ import errno
 import fcntl
 import mmap
 import os
-import platform
 import struct
 import sys
 import threading
@@ -64,7 +63,7 @@ _MUTEX, _LIVE = 0, 1 << 20  # OFD lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
 _FLOCK = struct.Struct("hhqqi0q")  # struct flock on 64-bit Linux: type whence start len pid
-_FUTEX_NR = {"x86_64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}.get(platform.machine())
+_FUTEX_NR = {"x86_64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}.get(os.uname().machine)
 SUPPORTED = sys.platform == "linux" and hasattr(fcntl, "F_OFD_SETLK") and _FUTEX_NR is not None
 _GRACE_NS = int(GRACE_S * 1e9)
 
