@@ -231,6 +231,18 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
     assert not modules & costly
 
 
+def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store, repo: Path) -> None:
+    # With news the hook imports the store, and that import is most of its time: the store
+    # imports these where it uses them (creating the schema, a harness key, drift's hash).
+    me, key = join(live, repo, "alice")
+    bob, _ = join(live, repo, "bob")
+    live.msg_send(bob, me, subject="ping")
+    modules, said = imported(INSTALLED, event(key, "UserPromptSubmit"))
+    assert "ping" in said and "agents_room.store" in modules
+    unused = {"secrets", "hmac", "hashlib", "importlib.resources", "uuid", "platform", "mcp", "pydantic"}
+    assert not modules & unused
+
+
 @pytest.mark.parametrize("argv", [
     [], ["--wait"], ["--wait", "--timeout", "3540"], ["--format", "cursor", "--event", "stop"],
     ["--format=cursor", "--event=stop"], ["--event", ""], ["--poll", "0.1", "--timeout", "1e3", "--wait"],
