@@ -22,10 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from agents_room.store import Store
+
 RUNS = (0, 32, 7, 3, 1)  # claims per connection before the next one's turn; 0: never hand over
 
 
-def cpu_per_claim(stores: list, sessions: list[str], run: int, claims: int, start: int) -> float:
+def cpu_per_claim(stores: list[Store], sessions: list[str], run: int, claims: int, start: int) -> float:
     c0 = time.process_time()
     done, conn = 0, 0
     while done < claims:
@@ -41,8 +43,7 @@ def main() -> int:
     ap.add_argument("--claims", type=int, default=6000, help="timed claims per run length and round (default 6000)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds over every run length (default 3)")
     args = ap.parse_args()
-    os.environ["AGENTS_ROOM_FAIR_ADMISSION"] = "0"  # before the store is imported and opened
-    from agents_room.store import Store
+    os.environ["AGENTS_ROOM_FAIR_ADMISSION"] = "0"  # read when a store is opened
 
     with tempfile.TemporaryDirectory(prefix="handover-bench-") as tmp:
         db = Path(tmp, "room.db")
