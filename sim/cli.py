@@ -67,6 +67,8 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     if args.store is not None:
         from .layout import check_store
 
+        args.store = args.store.absolute()  # the agents run in their own folders
+
         refused = check_store(args.store)
         if refused:
             print(f"sim: refusing --store: {refused}", file=sys.stderr)

@@ -70,6 +70,7 @@ def test_who_shows_liveness_as_a_table_and_as_json(db: Path, sessions: dict[str,
 
 def test_db_option_overrides_the_environment(db: Path, sessions: dict[str, str]) -> None:
     assert os.environ["AGENTS_ROOM_DB"] != str(db)  # conftest points it elsewhere
+    Store.open(os.environ["AGENTS_ROOM_DB"]).close()
     assert run("who").stdout.startswith("no sessions")
     assert sessions["alive"] in run("--db", str(db), "who").stdout
 

@@ -13,30 +13,33 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, hook, install
 
 if TYPE_CHECKING:
     from .store import Store
+    from .store.location import Location
 
 Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
 
 
-def _db_path(args: argparse.Namespace) -> Path:
+def location(args: argparse.Namespace) -> Location:
+    """The store the command works on: ``--db``, else ``$AGENTS_ROOM_DB``, else the default
+    (refused when it could mean different stores to different agents: store/location.py)."""
     # The store is imported where it is used: `agents-room hook` runs on every harness event
     # and answers "nothing new" without it.
-    from .store import default_path
+    from .store.location import resolve
 
-    return Path(args.db).expanduser() if args.db else default_path()
+    return resolve(args.db, source="--db")
 
 
-def open_store(args: argparse.Namespace) -> Store:
-    """The store the command works on: ``--db``, else ``$AGENTS_ROOM_DB``, else the default."""
+def open_store(args: argparse.Namespace, *, create: bool = True) -> Store:
+    """Open the command's store; ``create=False`` for commands that only look, so a mistyped
+    location says there is no store there instead of showing an empty new one."""
     from .store import Store
 
-    return Store.open(_db_path(args))
+    return Store.open(location(args), create=create)
 
 
 def _print_json(value: Any) -> None:
@@ -119,15 +122,15 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def who(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, create=False) as store:
         members = store.room_who(room=args.room)
     if args.json:
-        import dataclasses  # here, not at the top: see _db_path
+        import dataclasses  # here, not at the top: see location()
 
         _print_json([dataclasses.asdict(m) for m in members])
         return 0
     if not members:
-        print(f"no sessions{' in ' + args.room if args.room else ''} in {_db_path(args)}")
+        print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path}")
         return 0
     rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, m.autonomy, _ago(m.last_seen),
@@ -151,7 +154,7 @@ def add_who(subparsers: Subparsers) -> None:
 
 
 def prune(args: argparse.Namespace) -> int:
-    with open_store(args) as store:
+    with open_store(args, create=False) as store:
         removed = store.prune(args.quiet_s, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
@@ -178,11 +181,7 @@ def add_prune(subparsers: Subparsers) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    path = _db_path(args)
-    if not path.exists():
-        print(f"agents-room: no store at {path} (it is created on first use)", file=sys.stderr)
-        return 1
-    with open_store(args) as store:  # refuses a file that is not a healthy store
+    with open_store(args, create=False) as store:  # refuses a missing store, or a file that is not a healthy one
         health = store.health()
     if args.json:
         _print_json(health)
@@ -230,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except Exception as exc:
-        from .store import RoomError  # only now: see _db_path
+        from .store import RoomError  # only now: see location()
 
         if not isinstance(exc, RoomError):
             raise

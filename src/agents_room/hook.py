@@ -237,11 +237,17 @@ def _ancestors(depth: int = ANCESTOR_DEPTH) -> list[int]:
 
 def store_path(db: str | None = None) -> str:
     """``--db``, else ``$AGENTS_ROOM_DB``, else ``~/.agents-room/room.db``: the store's own
-    default (store.sqlite.default_path), repeated here so the probe need not import the
-    store (nor pathlib)."""
+    rule (store/location.py) for the common forms, repeated here so the probe need not
+    import the store (nor pathlib)."""
     env = db or os.environ.get("AGENTS_ROOM_DB")
+    if env and ("://" in env or not os.path.isabs(os.path.expanduser(env))):
+        # Not a plain absolute path: the store's own rules say what it is, and refuse what
+        # could split the room (store/location.py). Rare, so only here is the import paid.
+        from agents_room.store.location import resolve
+
+        return str((resolve(db, source="--db") if db else resolve()).path)
     path = os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".agents-room", "room.db")
-    return os.path.abspath(path)
+    return os.path.normpath(path)
 
 
 # A superset of what the store will find (it ignores expiry and the key's priority over

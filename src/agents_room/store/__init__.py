@@ -32,14 +32,15 @@ from .messages import Inbox, Message, Sent, SentMessage
 from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, default_path, open_database
+from .location import Location, resolve
+from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
     "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
     "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Pending", "ProcessScan", "Received",
     "RETRY_WINDOW_S", "RoomError",
-    "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "default_path",
+    "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "Location", "resolve",
     "liveness", "scan_processes",
 ]
 
@@ -86,23 +87,37 @@ class LeaseView:
 class Store:
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, location: Location) -> None:
         self.db = db
+        self.location = location
 
     @classmethod
     def open(
-        cls, path: str | Path | None = None, *, clock: Clock | None = None, busy_timeout_s: float | None = None,
-        verify: bool = True,
+        cls, where: str | Path | Location | None = None, *, clock: Clock | None = None,
+        busy_timeout_s: float | None = None, verify: bool = True, create: bool = True,
     ) -> Store:
-        """``verify=False`` skips ``quick_check`` on open: for hooks only (see open_database)."""
+        """Open the store ``where`` names (see :mod:`.location`; default ``$AGENTS_ROOM_DB``,
+        else ``~/.agents-room/room.db``). ``create=False`` refuses a store that does not exist
+        yet instead of creating it (commands that only look). ``verify=False`` skips
+        ``quick_check`` on open: for hooks only (see open_database). Raises ``StoreError``."""
+        location = where if isinstance(where, Location) else resolve(where)
         if busy_timeout_s is None:
             busy_timeout_s = float(os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", DEFAULT_BUSY_TIMEOUT_S))
-        path = Path(path) if path else default_path()
-        return cls(open_database(path, clock or Clock(), busy_timeout_s, verify=verify))
+        if location.engine != "sqlite":
+            raise StoreError(
+                f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
+                "install it with: pip install 'agents-room[postgres]'"
+            )
+        if not create and not location.path.exists():
+            raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
+                             "is created when the first agent joins: check the location if you expected one here")
+        return cls(open_database(location.path, clock or Clock(), busy_timeout_s, verify=verify, create=create),
+                   location)
 
     @property
     def path(self) -> str:
-        return str(self.db.path)
+        """The store as it may be shown to people and models (a URL without its password)."""
+        return str(self.location)
 
     @property
     def clock(self) -> Clock:

@@ -45,12 +45,6 @@ _WAL_RESTART_WAIT_MS = 20
 _CHECKPOINT_TURNS = 128
 
 
-def default_path() -> Path:
-    """``$AGENTS_ROOM_DB``, else ``~/.agents-room/room.db``."""
-    env = os.environ.get("AGENTS_ROOM_DB")
-    return Path(env).expanduser() if env else Path.home() / ".agents-room" / "room.db"
-
-
 def _schema_statements(version: int) -> list[str]:
     """Split a migration script into statements. ``executescript`` would COMMIT first,
     which would run the migration outside our BEGIN IMMEDIATE."""
@@ -335,18 +329,25 @@ class Database:
 
 
 def open_database(
-    path: Path, clock: Clock, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, verify: bool = True
+    path: Path, clock: Clock, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, verify: bool = True,
+    create: bool = True,
 ) -> Database:
-    """Open (creating if absent) the store at ``path``.
+    """Open the store at ``path``, creating it if absent (``create=False``: refuse instead, and
+    create nothing, for commands that only look).
 
     Refuses, with ``StoreError`` naming the file and leaving it untouched: a file that is not
     a SQLite database, one that fails ``quick_check``, one where WAL mode does not take
-    (some network filesystems), one from a newer agents-room. ``verify=False`` skips
-    ``quick_check`` (it reads every page): only for hooks, which run on every harness event
-    and must stay fast; the servers that write the store keep checking it.
+    (some network filesystems), one from a newer agents-room, a path that cannot hold a
+    file. ``verify=False`` skips ``quick_check`` (it reads every page): only for hooks,
+    which run on every harness event and must stay fast; the servers that write the store
+    keep checking it.
     """
     path = Path(path).expanduser().absolute()
-    _create_private(path)
+    if create:
+        _create_private(path)
+    elif not path.is_file():
+        raise StoreError(f"there is no store at {path}" + ("" if not path.exists() else " (not a regular file)")
+                         + "; nothing was created")
     db = Database(path, clock, busy_timeout_s)
     try:
         _configure(db, verify)
@@ -361,13 +362,16 @@ def open_database(
 def _create_private(path: Path) -> None:
     """Folder 0700, file 0600, created before SQLite touches them (SQLite gives the -wal and
     -shm files the database file's mode). An existing file is left exactly as it is."""
-    if not path.parent.exists():
-        os.makedirs(path.parent, mode=0o700, exist_ok=True)
-    if not path.exists():
-        with contextlib.suppress(FileExistsError):
-            # No connection is open in this process yet, so this descriptor holds no locks.
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-    elif not path.is_file():
+    try:
+        if not path.parent.exists():
+            os.makedirs(path.parent, mode=0o700, exist_ok=True)
+        if not path.exists():
+            with contextlib.suppress(FileExistsError):
+                # No connection is open in this process yet, so this descriptor holds no locks.
+                os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except OSError as exc:  # a regular file where a folder should be, /proc, a read-only folder
+        raise StoreError(f"cannot create the store at {path}: {exc.strerror or exc}") from exc
+    if not path.is_file():
         raise StoreError(f"{path} is not a regular file; refusing to use it as a store")
 
 
