@@ -27,7 +27,7 @@ from .errors import (
     UnknownSession,
 )
 from .leases import Claim, Lease
-from .liveness import ProcessScan, liveness, scan_processes
+from .liveness import ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
 from .reads import Drift
 from .rooms import Member
@@ -41,7 +41,7 @@ __all__ = [
     "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Pending", "ProcessScan", "Received",
     "RETRY_WINDOW_S", "RoomError",
     "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "Location", "resolve",
-    "liveness", "scan_processes",
+    "liveness", "recent_scan", "scan_processes",
 ]
 
 # A read-only call records last_seen only when the stored value is older than this, so
@@ -184,12 +184,17 @@ class Store:
             rooms.leave_room(tx, self._session(tx, session_id, touch=True), room)
 
     def room_who(self, session_id: Any = None, room: Any = None, *, scan: ProcessScan | None = None) -> list[Member]:
-        """Sessions with liveness: of ``room``, else of the caller's rooms, else all."""
+        """Sessions with liveness: of ``room``, else of the caller's rooms, else all. Liveness
+        comes from a process scan at most ``liveness.SCAN_CACHE_S`` old."""
         room = None if room is None else bounds.room(room)
-        scan = scan or scan_processes()
         with self.db.read() as tx:
             me = None if session_id is None else self._session(tx, session_id, touch=False)
-            found = rooms.who(tx, scan, room, me)
+            found = rooms.who(tx, used := scan or recent_scan(), room, me)
+        doubt = max((m.last_seen for m in found if m.liveness == "gone"), default=None)
+        if scan is None and doubt is not None and doubt >= used.taken_at:
+            # the cached scan predates a "gone" session's last call: it proves nothing
+            with self.db.read() as tx:
+                found = rooms.who(tx, recent_scan(fresh_after=doubt), room, me)
         if me:
             self._touch_if_stale(me, self.clock.now())
         return found
@@ -208,7 +213,7 @@ class Store:
 
     def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None, dry_run: bool = False) -> list[Session]:
         """Remove sessions quiet longer than ``quiet_s`` whose agent is gone (``dry_run``: only
-        say which, in a read transaction)."""
+        say which, in a read transaction). Always a fresh process scan: gone must be proven."""
         quiet = sessions.check_quiet(quiet_s)
         scan = scan or scan_processes()
         with self.db.read() if dry_run else self.db.write() as tx:
