@@ -105,6 +105,43 @@ def add_serve(subparsers: Subparsers) -> None:
     p.set_defaults(run=serve)
 
 
+# -- dashboard --------------------------------------------------------------------------------
+
+DASHBOARD_ADDRESS = "127.0.0.1:8766"
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    from .server import http
+
+    token = os.environ.get("AGENTS_ROOM_TOKEN") or None
+    address = http.parse_address(args.http)
+    http.check_exposure(address, token)
+    store = open_store(args, create=False)  # only looks: never creates, never writes
+    import anyio
+
+    from .dashboard import web
+
+    try:
+        anyio.run(web.serve, store, address, token)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        store.close()
+    return 0
+
+
+def add_dashboard(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "dashboard", help="a read-only live web page of the store",
+        description="Serve a live web page of the store: rooms and members with liveness, live leases with "
+        "their TTL, a lease timeline, messages with each recipient's delivery state, recent events. Read-only: "
+        "no endpoint writes. Loopback only without $AGENTS_ROOM_TOKEN; with it, open /?token=<token> once.",
+    )
+    p.add_argument("--http", metavar="HOST:PORT", default=DASHBOARD_ADDRESS,
+                   help=f"the address to serve on (default {DASHBOARD_ADDRESS})")
+    p.set_defaults(run=dashboard)
+
+
 # -- who --------------------------------------------------------------------------------------
 
 
@@ -207,7 +244,7 @@ def add_doctor(subparsers: Subparsers) -> None:
 
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
-COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, add_doctor, hook.add_parser, install.add_parser]
+COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_dashboard, add_who, add_prune, add_doctor, hook.add_parser, install.add_parser]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, reads, rooms, sessions, wake
+from . import bounds, leases, messages, overview, reads, rooms, sessions, wake
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -29,6 +29,7 @@ from .errors import (
 from .leases import Claim, Lease
 from .liveness import ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
+from .overview import Overview
 from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
@@ -38,7 +39,7 @@ from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
     "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
-    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Pending", "ProcessScan", "Received",
+    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Overview", "Pending", "ProcessScan", "Received",
     "RETRY_WINDOW_S", "RoomError",
     "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "Location", "resolve",
     "liveness", "recent_scan", "scan_processes",
@@ -399,6 +400,14 @@ class Store:
         """The newest event's seq: pollers skip their query while it stays the same."""
         with self.db.read() as tx:
             return wake.last_seq(tx)
+
+    def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
+        """Everything a live view shows (store/overview.py), of ``room`` or of every room, with
+        the lease history of the last ``window_s`` seconds: one read transaction, and never a
+        write (no ``last_seen`` touch, no lease sweep), so watching costs writers nothing."""
+        room = None if room is None else bounds.room(room)
+        with self.db.read() as tx:
+            return overview.snapshot(tx, recent_scan(), lambda after: recent_scan(fresh_after=after), room, window_s)
 
     # -- operations ---------------------------------------------------------------------------------
 
