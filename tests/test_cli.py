@@ -14,7 +14,7 @@ import pytest
 from agents_room.store import Clock, Store
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-COMMANDS = ("serve", "who", "prune", "doctor")
+COMMANDS = ("serve", "dashboard", "who", "prune", "doctor")
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
