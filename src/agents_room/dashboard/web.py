@@ -2,7 +2,8 @@
 
 Every viewer gets a server-sent event stream of snapshots (``Store.overview``, JSON). The
 stream polls the store's ``last_seq`` (one indexed read) every ``POLL_S`` and reads a new
-snapshot only when it moved, or every ``HEARTBEAT_S`` for liveness and countdowns.
+snapshot only when it moved (at most one per ``GAP_S``), or every ``HEARTBEAT_S`` for
+liveness and countdowns.
 Snapshots are shared between viewers of the same room for as long as they are current.
 
 Access is ``serve --http``'s (server/http.py): loopback only without ``$AGENTS_ROOM_TOKEN``,
@@ -36,8 +37,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..server.http import Address, BearerAuth, check_exposure
 from ..store import InvalidArgument, RoomError, Store, bounds
 
-POLL_S = 0.2
-HEARTBEAT_S = 1.0
+POLL_S = 0.2  # how often a stream asks the store for its last_seq
+GAP_S = 1.0  # at least this between two snapshots of a stream: a busy store costs one read a second
+HEARTBEAT_S = 1.0  # at most this between two snapshots (liveness, countdowns)
 COOKIE = "agents_room_token"
 STATIC = importlib.resources.files(__package__) / "static"
 ASSETS = {"/": ("index.html", "text/html; charset=utf-8"),
@@ -115,7 +117,8 @@ def build(store: Store, address: Address, token: str | None) -> ASGIApp:
             while True:
                 try:
                     seq = await anyio.to_thread.run_sync(store.last_seq)
-                    if seq != shown or time.monotonic() - sent_at >= HEARTBEAT_S:
+                    since = time.monotonic() - sent_at
+                    if (seq != shown and since >= GAP_S) or since >= HEARTBEAT_S:
                         shown, text = await anyio.to_thread.run_sync(snapshots.get, room)
                         sent_at = time.monotonic()
                         yield {"event": "snapshot", "data": text}

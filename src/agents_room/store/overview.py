@@ -21,9 +21,9 @@ from .sqlite import Tx
 KEY_SHOWN = 8  # characters of a harness key shown; the rest is never sent to a viewer
 LEASE_KINDS = ("lease_grant", "lease_renew", "lease_release", "lease_expire")
 HISTORY_EVENTS = 20_000  # the timeline looks at most this many events back
-MAX_SPANS = 400
-MAX_MESSAGES = 30
-MAX_EVENTS = 60
+MAX_SPANS = 300
+MAX_MESSAGES = 20
+MAX_EVENTS = 40
 BODY_SHOWN = 400
 TEXT_SHOWN = 160
 

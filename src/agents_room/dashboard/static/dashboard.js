@@ -3,7 +3,8 @@
 // <img onerror=...> shows as those characters and runs nothing.
 "use strict";
 
-const state = { snap: null, offset: 0, source: null, renders: [] };
+const TIMELINE_SLIDE_S = 2; // the timeline (hundreds of bars) is redrawn once in this many seconds
+const state = { snap: null, offset: 0, source: null, renders: [], keys: new Map() };
 window.agentsRoom = state; // tests and bench/dashboard.py read renders: [{seq, at}]
 
 function el(tag, props, ...children) {
@@ -19,6 +20,42 @@ function el(tag, props, ...children) {
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
+}
+
+// Rebuild only the rows whose data changed, and move the DOM only where the order did: a
+// busy store changes a few rows a second, and the browser then lays out only those.
+const built = new WeakMap(); // row node -> the JSON it was built from
+
+function keyed(container, items, build, keyOf = (item) => JSON.stringify(item)) {
+  const old = new Map();
+  for (const node of container.children) if (built.has(node)) old.set(built.get(node), node);
+  let cursor = container.firstChild;
+  for (const item of items) {
+    const key = keyOf(item);
+    let node = old.get(key);
+    old.delete(key);
+    if (!node) {
+      node = build(item);
+      built.set(node, key);
+    }
+    if (node === cursor) cursor = cursor.nextSibling;
+    else container.insertBefore(node, cursor);
+  }
+  while (cursor) {
+    const next = cursor.nextSibling;
+    cursor.remove();
+    cursor = next;
+  }
+}
+
+function emptyOr(container, items, text, colspan) {
+  if (items.length) {
+    if (container.querySelector(".empty")) container.replaceChildren();
+    return false;
+  }
+  const cell = colspan ? el("tr", {}, el("td", { colspan, class: "empty" }, text)) : el("div", { class: "empty" }, text);
+  container.replaceChildren(cell);
+  return true;
 }
 
 const $ = (id) => document.getElementById(id);
@@ -69,11 +106,9 @@ function renderRooms(snap) {
 function renderMembers(snap) {
   document.body.classList.toggle("no-host", !snap.has_host);
   $("who-count").textContent = snap.members.length || "";
-  if (!snap.members.length) {
-    $("members").replaceChildren(el("tr", {}, el("td", { colspan: 8, class: "empty" }, "nobody here")));
-    return;
-  }
-  $("members").replaceChildren(...snap.members.map((m) => el("tr", { "data-session": m.session_id },
+  if (emptyOr($("members"), snap.members, "nobody here", 8)) return;
+  // last_seen moves with every call: it is kept out of the key and patched in place ("ago" cells tick).
+  keyed($("members"), snap.members, (m) => el("tr", { "data-session": m.session_id },
     el("td", {}, el("span", { class: "dot", "data-liveness": m.liveness, title: m.liveness })),
     el("td", { title: m.cwd }, el("span", { class: "label" }, m.label || "(no label)"), el("span", { class: "sid" }, m.session_id.slice(0, 8))),
     el("td", { title: m.key ? `harness key ${m.key}` : null }, m.harness, m.key ? el("span", { class: "sid" }, m.key) : null),
@@ -81,23 +116,24 @@ function renderMembers(snap) {
     el("td", {}, el("span", { class: "unread", "data-n": m.unread }, m.unread)),
     el("td", { class: "host mono" }, m.host || "-"),
     el("td", { class: "seen", "data-t": m.last_seen }, ago(m.last_seen)),
-    el("td", { class: "mono", title: m.rooms.join(", ") }, m.rooms.join(", ")))));
+    el("td", { class: "mono", title: m.rooms.join(", ") }, m.rooms.join(", "))),
+  (m) => JSON.stringify({ ...m, last_seen: 0 }));
+  snap.members.forEach((m, i) => {
+    const cell = $("members").children[i].querySelector(".seen");
+    if (cell.dataset.t !== String(m.last_seen)) cell.dataset.t = m.last_seen;
+  });
 }
 
 function renderLeases(snap) {
   $("lease-count").textContent = snap.leases.length || "";
-  if (!snap.leases.length) {
-    $("leases").replaceChildren(el("tr", {}, el("td", { colspan: 5, class: "empty" }, "no live leases")));
-    return;
-  }
-  $("leases").replaceChildren(...snap.leases.map((l) => el("tr", { "data-path": l.path, "data-holder": l.session_id },
+  if (emptyOr($("leases"), snap.leases, "no live leases", 5)) return;
+  keyed($("leases"), snap.leases, (l) => el("tr", { "data-path": l.path, "data-holder": l.session_id },
     el("td", {}, splitPath(l.path)),
     el("td", { class: "holder" }, el("span", { class: "label" }, who(l.label, l.session_id))),
     el("td", {}, el("span", { class: "badge", "data-mode": l.mode }, l.mode)),
     el("td", { class: "mono" }, `#${l.token}`),
     el("td", {}, el("div", { class: "bar", "data-expires": l.expires_at, "data-ttl": l.ttl_s },
-      el("div", { class: "fill" }), el("span", { class: "left" }))))));
-  tick();
+      el("div", { class: "fill" }), el("span", { class: "left" })))));
 }
 
 function renderTimeline(snap) {
@@ -136,11 +172,8 @@ function renderTimeline(snap) {
 function renderMessages(snap) {
   const unread = snap.members.reduce((n, m) => n + m.unread, 0);
   $("unread-total").textContent = unread ? `${unread} unread` : "";
-  if (!snap.messages.length) {
-    $("messages").replaceChildren(el("div", { class: "empty" }, "no messages"));
-    return;
-  }
-  $("messages").replaceChildren(...snap.messages.map((m) => el("article", { class: "msg", "data-message": m.id },
+  if (emptyOr($("messages"), snap.messages, "no messages")) return;
+  keyed($("messages"), snap.messages, (m) => el("article", { class: "msg", "data-message": m.id },
     el("div", { class: "head" }, el("span", { class: "mono" }, `#${m.id}`),
       el("span", { class: "from" }, who(m.sender_label, m.sender)), el("span", {}, `→ ${m.to}`),
       el("span", { class: "seen", "data-t": m.created_at }, ago(m.created_at))),
@@ -148,7 +181,7 @@ function renderMessages(snap) {
     m.body ? el("div", { class: "body" }, m.body) : null,
     el("div", { class: "chips" }, ...m.deliveries.map((d) =>
       el("span", { class: "chip", "data-recipient": d.recipient, "data-state": d.state },
-        `${who(d.label, d.recipient)}: ${d.state}`))))));
+        `${who(d.label, d.recipient)}: ${d.state}`)))));
 }
 
 function describe(e) {
@@ -164,22 +197,33 @@ function describe(e) {
 
 function renderEvents(snap) {
   $("seq").textContent = `seq ${snap.seq}`;
-  $("events").replaceChildren(...snap.events.map((e) => el("li", { "data-seq": e.seq },
+  keyed($("events"), snap.events, (e) => el("li", { "data-seq": e.seq },
     el("span", { class: "dim" }, `#${e.seq}`), el("span", { class: "dim" }, clock(e.at)),
     el("span", { class: "kind", "data-kind": e.kind }, e.kind),
     el("span", {}, e.session_id ? who(e.label, e.session_id) : "-"),
-    el("span", { title: describe(e) }, describe(e)))));
+    el("span", { title: describe(e) }, describe(e))), (e) => String(e.seq));
 }
 
 function render(snap) {
   state.offset = snap.now - Date.now() / 1000;
   state.snap = snap;
-  renderRooms(snap);
-  renderMembers(snap);
-  renderLeases(snap);
-  renderTimeline(snap);
-  renderMessages(snap);
-  renderEvents(snap);
+  // A section is rebuilt only when its data changed: an idle page costs the browser little.
+  const parts = [
+    [renderRooms, [snap.room, snap.rooms]],
+    [renderMembers, [snap.has_host, snap.members]],
+    [renderLeases, snap.leases],
+    [renderTimeline, [snap.room, Math.floor(snap.now / TIMELINE_SLIDE_S)]], // slides, and takes new spans
+    [renderMessages, [snap.messages, snap.members.map((m) => m.unread)]],
+    [renderEvents, snap.events],
+  ];
+  for (const [draw, data] of parts) {
+    const key = JSON.stringify(data);
+    if (state.keys.get(draw) !== key) {
+      draw(snap);
+      state.keys.set(draw, key);
+    }
+  }
+  tick(); // in the same frame as the render: one layout a snapshot
   state.renders.push({ seq: snap.seq, at: Date.now() });
   if (state.renders.length > 500) state.renders.splice(0, 250);
 }
@@ -190,22 +234,33 @@ function tick() {
     const left = Math.max(0, Number(bar.dataset.expires) - now());
     const share = Math.min(1, left / Number(bar.dataset.ttl));
     const fill = bar.querySelector(".fill");
-    fill.style.width = `${(share * 100).toFixed(1)}%`;
-    fill.classList.toggle("low", share < 0.2);
-    bar.querySelector(".left").textContent = left >= 60 ? `${(left / 60).toFixed(1)}m` : `${left.toFixed(1)}s`;
+    setStyle(fill, "width", `${(share * 100).toFixed(0)}%`);
+    if (fill.classList.contains("low") !== share < 0.2) fill.classList.toggle("low", share < 0.2);
+    setText(bar.querySelector(".left"), left >= 60 ? `${(left / 60).toFixed(1)}m` : `${left.toFixed(0)}s`);
   }
-  for (const cell of document.querySelectorAll(".seen[data-t]")) cell.textContent = ago(Number(cell.dataset.t));
+  for (const cell of document.querySelectorAll(".seen[data-t]")) setText(cell, ago(Number(cell.dataset.t)));
+}
+
+// Writes that change nothing still cost the browser a layout: skip them.
+function setText(node, text) {
+  if (node.textContent !== text) node.textContent = text;
+}
+
+function setStyle(node, name, value) {
+  if (node.style[name] !== value) node.style[name] = value;
 }
 
 function connect() {
   if (state.source) state.source.close();
+  state.keys.clear();
   const room = $("room").value;
   $("store").textContent = location.host;
   const source = new EventSource(`/events${room ? `?room=${encodeURIComponent(room)}` : ""}`);
   source.addEventListener("snapshot", (event) => {
     $("status").dataset.state = "live";
     $("status").textContent = "live";
-    render(JSON.parse(event.data));
+    state.pending = JSON.parse(event.data);
+    if (!document.hidden) render(state.pending); // a tab in the background draws nothing
   });
   source.addEventListener("problem", (event) => {
     $("status").dataset.state = "lost";
@@ -226,5 +281,10 @@ document.addEventListener("DOMContentLoaded", () => {
     connect();
   });
   connect();
-  setInterval(tick, 250);
+  // Snapshots come at least once a second, each followed by a tick; between them (a lost
+  // connection), the countdowns still move.
+  setInterval(() => {
+    const last = state.renders[state.renders.length - 1];
+    if (!last || Date.now() - last.at > 1500) tick();
+  }, 1000);
 });
