@@ -132,10 +132,16 @@ def sim_run(scenario: Path, duration: float, db: Path, out: Path) -> float:
     return json.loads((out / "report.json").read_text())["run"]["ops_per_s"]
 
 
+def share(cpu: dict[str, list[float]], walls: list[float]) -> float:
+    """The watchers' CPU as a percentage of all the machine's CPU during the watched runs."""
+    return round(100 * (sum(cpu["dashboard_s"]) + sum(cpu["chromium_s"])) / (sum(walls) * (os.cpu_count() or 1)), 2)
+
+
 def throughput(browser: Any, tmp: Path, scenario: Path, duration: float, rounds: int,
                screenshot: Path | None, profile: str) -> dict[str, Any]:
     runs: dict[str, list[float]] = {"without": [], "with": []}
     cpu: dict[str, list[float]] = {"dashboard_s": [], "chromium_s": []}
+    walls: list[float] = []
     loads = []
     for n in range(rounds * 2):
         watched = n % 2 == 1  # alternate, so drift in the machine's load hits both alike
@@ -150,6 +156,7 @@ def throughput(browser: Any, tmp: Path, scenario: Path, duration: float, rounds:
             page.wait_for_selector('#status[data-state="live"]')
         loads.append(os.getloadavg()[0])
         cpu0 = (cpu_s(proc.pid) if proc else 0.0, cpu_s(profile))
+        began = time.monotonic()
         try:
             if page and screenshot and not screenshot.exists():
                 # Playwright's sync API stays on this thread: the sim runs beside it.
@@ -165,6 +172,7 @@ def throughput(browser: Any, tmp: Path, scenario: Path, duration: float, rounds:
                 ops = sim_run(scenario, duration, db, where / "out")
         finally:
             if watched:
+                walls.append(round(time.monotonic() - began, 1))
                 cpu["dashboard_s"].append(round(cpu_s(proc.pid) - cpu0[0], 2))
                 cpu["chromium_s"].append(round(cpu_s(profile) - cpu0[1], 2))
             if page:
@@ -176,7 +184,8 @@ def throughput(browser: Any, tmp: Path, scenario: Path, duration: float, rounds:
               f"(load {loads[-1]:.1f})", file=sys.stderr, flush=True)
     off, on = statistics.median(runs["without"]), statistics.median(runs["with"])
     return {"scenario": str(scenario), "duration_s": duration, "rounds": rounds, "ops_per_s": runs,
-            "median_without": off, "median_with": on, "cpu_while_watched": cpu, "cost_percent": round(100 * (1 - on / off), 2),
+            "median_without": off, "median_with": on, "cpu_while_watched": cpu,
+            "watched_run_wall_s": walls, "watchers_share_of_machine_cpu_percent": share(cpu, walls), "cost_percent": round(100 * (1 - on / off), 2),
             "load_at_start_of_each_run": loads, "load": load()}
 
 

@@ -14,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .liveness import Liveness, ProcessScan, liveness
-from .messages import UNREAD
+from .leases import Lease
+from .liveness import ProcessScan, liveness
+from .messages import UNREAD, Message
+from .rooms import Member
 from .sqlite import Tx
 
 KEY_SHOWN = 8  # characters of a harness key shown; the rest is never sent to a viewer
@@ -29,19 +31,9 @@ TEXT_SHOWN = 160
 
 
 @dataclass(frozen=True)
-class MemberView:
-    session_id: str
-    label: str | None
-    harness: str
+class MemberView(Member):
     key: str | None  # the harness key's first KEY_SHOWN characters and an ellipsis
     host: str | None  # None when the backend records no host
-    cwd: str
-    pid: int | None
-    rooms: list[str]
-    tags: list[str]
-    autonomy: str
-    last_seen: float
-    liveness: Liveness
     unread: int
 
 
@@ -53,15 +45,8 @@ class RoomView:
 
 
 @dataclass(frozen=True)
-class LiveLease:
-    path: str
-    session_id: str
-    label: str | None
-    mode: str
-    token: int
+class LiveLease(Lease):
     ttl_s: float
-    acquired_at: float
-    expires_at: float
 
 
 @dataclass(frozen=True)
@@ -85,15 +70,7 @@ class DeliveryView:
 
 
 @dataclass(frozen=True)
-class MessageView:
-    id: int
-    sender: str
-    sender_label: str | None
-    to: str
-    subject: str
-    body: str
-    created_at: float
-    expires_at: float | None
+class MessageView(Message):
     deliveries: list[DeliveryView]
 
 
@@ -184,9 +161,9 @@ def _members(tx: Tx, scan: ProcessScan, rescan: Callable[[float], ProcessScan], 
         scan = rescan(max(doubt))
     return [
         MemberView(
-            r["id"], r["label"], r["harness"], short_key(r["harness_key"]), r.get("host"), r["cwd"], r["pid"],
-            rooms_of.get(r["id"], []), json.loads(r["tags"]), r["autonomy"], r["last_seen"],
-            liveness(r["pid"], r["harness_key"], scan), unread.get(r["id"], 0),
+            r["id"], r["label"], r["harness"], r["cwd"], r["pid"], rooms_of.get(r["id"], []), json.loads(r["tags"]),
+            r["autonomy"], r["last_seen"], liveness(r["pid"], r["harness_key"], scan),
+            key=short_key(r["harness_key"]), host=r.get("host"), unread=unread.get(r["id"], 0),
         )
         for r in rows
     ]
@@ -195,7 +172,7 @@ def _members(tx: Tx, scan: ProcessScan, rescan: Callable[[float], ProcessScan], 
 def _leases(tx: Tx, room: str | None) -> list[LiveLease]:
     where, params = _in_room("l.session_id", room)
     rows = tx.all(
-        "SELECT l.path, l.session_id, s.label, l.mode, l.token, l.ttl_s, l.acquired_at, l.expires_at "
+        "SELECT l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at, l.ttl_s "
         f"FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.expires_at > ?{where} "
         "ORDER BY l.path, l.token",
         (tx.now, *params),
@@ -244,7 +221,7 @@ def _messages(tx: Tx, room: str | None) -> list[MessageView]:
     where, params = ("", ()) if room is None else (
         " WHERE m.id IN (SELECT message_id FROM message_rooms WHERE room = ?)", (room,))
     rows = tx.all(
-        "SELECT m.id, m.sender, s.label, m.selector, m.subject, m.body, m.created_at, m.expires_at "
+        "SELECT m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at "
         f"FROM messages m LEFT JOIN sessions s ON s.id = m.sender{where} ORDER BY m.id DESC LIMIT ?",
         (*params, MAX_MESSAGES),
     )
@@ -258,12 +235,12 @@ def _messages(tx: Tx, room: str | None) -> list[MessageView]:
         ):
             states.setdefault(mid, []).append(DeliveryView(recipient, label, state))
     out = []
-    for mid, sender, label, to, subject, body, created_at, expires_at in rows:
+    for mid, sender, label, to, subject, body, reply_to, created_at, expires_at in rows:
         overdue = expires_at is not None and expires_at <= tx.now
         deliveries = [DeliveryView(d.recipient, d.label, "expired" if overdue and d.state in UNREAD else d.state)
                       for d in states.get(mid, [])]
-        out.append(MessageView(mid, sender, label, to, _clip(subject), _clip(body, BODY_SHOWN), created_at,
-                               expires_at, deliveries))
+        out.append(MessageView(mid, sender, label, to, _clip(subject), _clip(body, BODY_SHOWN), reply_to, created_at,
+                               expires_at, deliveries=deliveries))
     return out
 
 

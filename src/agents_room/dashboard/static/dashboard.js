@@ -80,9 +80,16 @@ function hue(sid) {
   return h % 360;
 }
 
+// The file name first, then as much of its folder as tells it apart (the full path in the title).
+function tail(path, n = 3) {
+  const parts = path.split("/");
+  return parts.length > n ? `…/${parts.slice(-n).join("/")}` : path;
+}
+
 function splitPath(path) {
   const cut = path.lastIndexOf("/");
-  return el("span", { class: "path mono", title: path }, path.slice(cut + 1), el("span", { class: "dir" }, `  ${path.slice(0, cut + 1)}`));
+  return el("span", { class: "path mono", title: path }, path.slice(cut + 1),
+    el("span", { class: "dir" }, `  ${tail(path.slice(0, cut), 2)}/`));
 }
 
 function renderRooms(snap) {
@@ -137,8 +144,13 @@ function renderLeases(snap) {
 }
 
 function renderTimeline(snap) {
-  const end = snap.now, start = end - snap.window_s;
-  $("timeline-window").textContent = `last ${Math.round(snap.window_s / 60)} min`;
+  // The window shrinks to the history there is (a run that began a minute ago fills the width).
+  const end = snap.now;
+  const first = Math.min(end, ...snap.spans.map((s) => s.start));
+  const width = Math.min(snap.window_s, Math.max(60, Math.ceil((end - first) / 30) * 30));
+  const start = end - width;
+  const span = (t) => (width >= 180 ? `${Math.round(t / 60)}m` : `${Math.round(t)}s`);
+  $("timeline-window").textContent = `last ${span(width)}`;
   const lanes = new Map();
   for (const s of snap.spans) {
     if (!lanes.has(s.path)) lanes.set(s.path, []);
@@ -161,11 +173,10 @@ function renderTimeline(snap) {
       bar.style.background = `hsl(${hue(s.session_id)} 65% 50%)`;
       track.append(bar);
     }
-    const cut = path.lastIndexOf("/");
-    return el("div", { class: "lane", "data-path": path }, el("span", { class: "name", title: path }, path.slice(cut + 1)), track);
+    return el("div", { class: "lane", "data-path": path }, el("span", { class: "name", title: path }, tail(path)), track);
   });
   const ticks = el("span", { class: "ticks" });
-  for (let i = 5; i >= 0; i--) ticks.append(el("span", {}, i ? `-${Math.round(snap.window_s * i / 5 / 60)}m` : "now"));
+  for (let i = 5; i >= 0; i--) ticks.append(el("span", {}, i ? `-${span(width * i / 5)}` : "now"));
   $("timeline").replaceChildren(...rows, el("div", { class: "axis" }, el("span"), ticks));
 }
 
@@ -187,7 +198,7 @@ function renderMessages(snap) {
 function describe(e) {
   const d = e.detail || {};
   const parts = [];
-  if (e.path) parts.push(e.path);
+  if (e.path) parts.push(tail(e.path));
   for (const [k, v] of Object.entries(d)) {
     if (k === "expires_at") continue;
     parts.push(`${k}=${typeof v === "object" ? JSON.stringify(v) : v}`);
