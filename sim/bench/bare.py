@@ -1,10 +1,10 @@
 """The bare MCP server ``sim bench`` measures ``agents-room serve`` against: the SDK's
 ``MCPServer`` with one tool, ``lease_claim``, that runs one raw ``BEGIN IMMEDIATE`` claim
-(:meth:`sim.bench_raw.RawRoom.claim`) per call on the store file ``$AGENTS_ROOM_DB``. It is
+(:meth:`sim.bench.raw.RawRoom.claim`) per call on the store file ``$AGENTS_ROOM_DB``. It is
 the least any MCP lease server over SQLite can cost: no argument checks beyond the SDK's,
 no error mapping, and the tool runs on the event loop (no worker thread).
 
-    python -m sim.bench_mcp          # stdio, spawned by the bench's client
+    python -m sim.bench.bare          # stdio, spawned by the bench's client
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 
-from .bench_raw import RawRoom
+from .raw import RawRoom
 
 
 def build() -> MCPServer:

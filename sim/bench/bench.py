@@ -5,14 +5,14 @@ Each *group* is one kind of worker at one process count, on a fresh store file:
 
 | kind | what a worker is | operations |
 |---|---|---|
-| ``raw`` | bare ``sqlite3``, the store's transactions by hand (``sim.bench_raw``) | lease_claim, msg_send |
+| ``raw`` | bare ``sqlite3``, the store's transactions by hand (``sim.bench.raw``) | lease_claim, msg_send |
 | ``store`` | ``agents_room.store.Store`` in the worker | the five of ``OPS`` |
 | ``serve`` | the SDK's client to its own ``agents-room serve`` over stdio | the five of ``OPS`` |
-| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench_mcp``) | lease_claim |
+| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench.bare``) | lease_claim |
 
 Workers are spawned interpreters (never forks holding a connection). For each operation
 every worker of the group starts at one instant (a start barrier on the monotonic clock),
-warms up, and is measured over a fixed window; ``sim.bench_report`` makes the table, the
+warms up, and is measured over a fixed window; ``sim.bench.report`` makes the table, the
 ratios, ``bench.json`` and the plot. Ratios are the result: on a shared machine the
 absolute figures move from run to run, the ratios of one run much less.
 """
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from .drivers import serve_command
-from .stats import jain
+from ..report.stats import jain
+from ..run.drivers import serve_command
 
 OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
 KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": OPS, "bare": ("lease_claim",), "serve": OPS}
@@ -132,7 +132,7 @@ class Group:
         Store.open(db).close()  # the schema exists before any worker opens the file
         env = {"AGENTS_ROOM_DB": str(db)}
         command = ([serve_command(), "serve"] if kind == "serve" else
-                   [sys.executable, "-m", "sim.bench_mcp"] if kind == "bare" else [])
+                   [sys.executable, "-m", "sim.bench.bare"] if kind == "bare" else [])
         # The server children get the SDK's safe defaults (HOME, PATH, ...) plus these.
         server_env = {**env, **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
         cfg = {"kind": kind, "db": str(db), "cwd": str(repo), "room": "repo:repo", "command": command,
@@ -144,7 +144,7 @@ class Group:
         for i in range(procs):
             with open(folder / "logs" / f"w{i:02d}.log", "wb") as log:
                 p = subprocess.Popen(
-                    [sys.executable, "-m", "sim.bench_worker", str(folder / "group.json"), str(i)],
+                    [sys.executable, "-m", "sim.bench.worker", str(folder / "group.json"), str(i)],
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=repo,
                     env={**base, **env, "PYTHONUNBUFFERED": "1"}, text=True, bufsize=1,
                 )
@@ -281,7 +281,7 @@ def run_groups(opts: Options, say: Any = print) -> list[Cell]:
 
 
 def run_bench(opts: Options, console: Any) -> int:
-    from . import bench_hook, bench_report
+    from . import hook, report
 
     opts.out.mkdir(parents=True, exist_ok=False)
     started = time.time()
@@ -291,10 +291,10 @@ def run_bench(opts: Options, console: Any) -> int:
     except BenchError as exc:
         console.print(f"[red]sim bench: {exc}[/red]")
         return 2
-    hook = bench_hook.measure(opts.out / "work" / "hook", opts.hook_runs) if opts.hook_runs else None
-    data = bench_report.build(opts, cells, hook, started=started, load=(load_before, os.getloadavg()))
-    bench_report.save(opts.out, data)
-    bench_report.print_tables(data, console if console.is_terminal else type(console)(width=170))
+    timing = hook.measure(opts.out / "work" / "hook", opts.hook_runs) if opts.hook_runs else None
+    data = report.build(opts, cells, timing, started=started, load=(load_before, os.getloadavg()))
+    report.save(opts.out, data)
+    report.print_tables(data, console if console.is_terminal else type(console)(width=170))
     console.print(f"wrote {opts.out / 'bench.json'} and {opts.out / 'bench.png'}")
     return 0
 

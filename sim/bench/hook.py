@@ -8,7 +8,7 @@ Two paths: *quiet* (a ``UserPromptSubmit`` of a session with nothing new, the co
 one read-only probe) and *news* (one unannounced message: the store announces and marks
 it). Each run's output is checked, so the figures are of the path they claim.
 
-    python -m sim.bench_hook [--runs 50]
+    python -m sim.bench.hook [--runs 50]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .drivers import serve_command
+from ..run.drivers import serve_command
 
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
                 "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN")
@@ -120,7 +120,7 @@ def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(prog="python -m sim.bench_hook", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m sim.bench.hook", description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=50, help="runs of each (default 50)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hook-bench-") as tmp:

@@ -3,7 +3,7 @@
 on the same schema and with the same pragmas, but none of the store's Python around them.
 ``sim bench`` divides the store's throughput by this one's.
 
-Also the work of the bare MCP server (``sim.bench_mcp``): one such claim per tool call.
+Also the work of the bare MCP server (``sim.bench.bare``): one such claim per tool call.
 """
 
 from __future__ import annotations

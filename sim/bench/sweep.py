@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from .history import pairs, read
-from .scenario import Scenario, ScenarioError, parse, to_toml
-from .stats import latency_ms
+from ..check.history import pairs, read
+from ..report.stats import latency_ms
+from ..scenario.scenario import Scenario, ScenarioError, parse, to_toml
 
 THROUGHPUT_GAIN = 1.1
 PLOT_MIN_CALLS = 50
@@ -170,7 +170,7 @@ def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live:
     2 if any was unknown (bounds missed at high load are what a sweep is for: not a failure)."""
     from rich.table import Table
 
-    from .runner import run_scenario
+    from ..pipeline import run_scenario
 
     scenarios = [at_point(base, key, v) for v in values]  # every point checked before any runs
     out.mkdir(parents=True)
@@ -211,7 +211,7 @@ def command(args: Any, console: Any) -> int:
     """``sim run ... --sweep``: the scenario's overrides, then the sweep."""
     import datetime as dt
 
-    from .scenario import load
+    from ..scenario.scenario import load
 
     try:
         key, values = parse_sweep(args.sweep)

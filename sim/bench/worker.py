@@ -1,4 +1,4 @@
-"""One process of ``sim bench``: ``python -m sim.bench_worker <group.json> <index>``.
+"""One process of ``sim bench``: ``python -m sim.bench.worker <group.json> <index>``.
 
 It opens its way to the store (``raw``: a bare ``sqlite3`` connection; ``store``: the
 ``Store``; ``serve`` / ``bare``: the MCP SDK's client to its own ``agents-room serve`` or
@@ -129,7 +129,7 @@ class SyncActor:
         self.kind = cfg["kind"]
         self.work = Workload(index, cfg["cwd"])
         if self.kind == "raw":
-            from .bench_raw import RawRoom
+            from .raw import RawRoom
 
             self.raw = RawRoom(cfg["db"])
             self.work.session = self.raw.join(cfg["cwd"], cfg["room"], f"w{index}")
@@ -226,7 +226,7 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
             joined = await client.call_tool("room_join", {"label": f"w{index}"})
             work.session = joined.structured_content["session_id"]
         else:
-            from .bench_raw import RawRoom
+            from .raw import RawRoom
 
             raw = RawRoom(cfg["db"])  # the bare server has no join: the session row is made here
             work.session = raw.join(cfg["cwd"], cfg["room"], f"w{index}")

@@ -1,4 +1,4 @@
-"""One pass over the store's events in ``seq`` order through the model (``sim/model.py``).
+"""One pass over the store's events in ``seq`` order through the model (``sim/check/model.py``).
 
 Besides the model's problems, the pass keeps what the later checks need: the final state of
 every delivery and the event that read it, each send's recipients, every grant and renewal

@@ -1,11 +1,13 @@
-"""The nemesis: the runner's fault injector, driven by the scenario's ``[faults]`` table.
+"""The nemesis: the run's fault injector, driven by the scenario's ``[faults]`` table.
 
-Real signals and real limits, at planned moments of the run (``sim/faultplan.py``):
+It acts on the run only through :class:`~sim.faults.control.RunControl` (the runner, handed
+over by ``sim/pipeline.py``), on its tick. Real signals and real limits, at planned moments
+of the run (``sim/scenario/faultplan.py``):
 
 - ``kill``: SIGKILL a random agent (and its children); a replacement process with a new
   harness key takes its place, and the dead session is pruned as an operator would;
 - ``kill_in_write``: the agent is armed to stop itself inside its next write transaction
-  (``sim/saboteur.py``); once ``/proc`` shows it stopped, SIGKILL: it dies holding SQLite's
+  (``sim/faults/saboteur.py``); once ``/proc`` shows it stopped, SIGKILL: it dies holding SQLite's
   write lock with its changes uncommitted;
 - ``pause_holder``: the agent stops itself right before an edit of a hot path under a live
   lease; it stays stopped past the lease's time (the longest TTL plus ``extra_s``), then
@@ -14,13 +16,13 @@ Real signals and real limits, at planned moments of the run (``sim/faultplan.py`
   wait), then SIGCONT: everyone else gets ``store_busy`` meanwhile and carries on;
 - ``disk_full``: ``RLIMIT_FSIZE`` of one agent lowered (``prlimit``) to the WAL's size for
   ``hold_s`` while a read transaction pins the WAL, so its next commit fails with EFBIG;
-- ``clock_jump``: the shared store clock jumps (``sim/faultclock.py``) inside a write
+- ``clock_jump``: the shared store clock jumps (``sim/faults/clock.py``) inside a write
   transaction, so the jump is one point in commit order.
 
 One episode (a stop, a limit) runs at a time, so each fault's effect is its own; kills
 happen whenever due, never to the agent of the running episode. Every fault is a
 ``{"kind": "fault"}`` row in ``samples.jsonl`` (shaded on the plots) and an entry of
-:attr:`Nemesis.log`, from which ``sim/faultreport.py`` writes the report's fault section.
+:attr:`Nemesis.log`, from which ``sim/faults/report.py`` writes the report's fault section.
 """
 
 from __future__ import annotations
@@ -33,14 +35,12 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .faultclock import SharedClock, jump
-from .faultplan import Faults, Planned, schedule
+from ..scenario.faultplan import Faults, Planned, schedule
+from .clock import SharedClock, jump
+from .control import AgentHandle, RunControl
 from .reaper import Reaper, process_state
-
-if TYPE_CHECKING:
-    from .runner import AgentProc, Runner
 
 ARM_S = {"kill_in_write": 3.0, "pause_write": 3.0, "pause_holder": 6.0}  # how long an armed stop may take
 ATTEMPTS = 3  # an armed stop that never came is tried again with another agent
@@ -50,22 +50,22 @@ END_MARGIN_S = 0.5  # every episode is over this long before the run's end
 @dataclass
 class Episode:
     planned: Planned
-    proc: AgentProc | None  # the victim, once known
+    proc: AgentHandle | None  # the victim, once known
     deadline_ns: int  # armed: give up after; stopped/limited: act at
     stopped_ns: int = 0
     detail: dict[str, Any] = field(default_factory=dict)
-    armed: list[AgentProc] = field(default_factory=list)  # agents told to stop themselves
+    armed: list[AgentHandle] = field(default_factory=list)  # agents told to stop themselves
 
 
 class Nemesis:
-    def __init__(self, runner: Runner) -> None:
+    def __init__(self, runner: RunControl) -> None:
         self.runner = runner
         self.plan: Faults = runner.scn.faults
         self.rng = random.Random(f"nemesis-{runner.scn.run.seed}")
         self.log: list[dict[str, Any]] = []
         self.pending: list[Planned] = []
         self.episode: Episode | None = None
-        self.watch: list[tuple[AgentProc, int]] = []  # disarmed agents that could still stop, until when
+        self.watch: list[tuple[AgentHandle, int]] = []  # disarmed agents that could still stop, until when
         self.planned = False
         self.finished = False
         self.jumped: list[tuple[int, float]] = []  # (when, shift)
@@ -84,7 +84,7 @@ class Nemesis:
         self.pending = schedule(self.plan, self.runner.scn.run.duration_s, start_ns, self.rng)
         self.planned = True
 
-    def _victim(self) -> AgentProc | None:
+    def _victim(self) -> AgentHandle | None:
         """A random working agent, never the one the running episode is about."""
         e = self.episode
         busy = {a.popen.pid for a in ([e.proc] if e.proc else e.armed if len(e.armed) == 1 else [])} if e else set()
@@ -102,7 +102,7 @@ class Nemesis:
 
     # -- the tick ------------------------------------------------------------------------------------
 
-    def tick(self, runner: Runner, now_ns: int) -> None:
+    def tick(self, runner: RunControl, now_ns: int) -> None:
         if self.finished:
             return
         if now_ns >= runner.end_ns:
@@ -250,7 +250,7 @@ class Nemesis:
             return
         self._kill_proc(proc, now_ns, "kill")
 
-    def _kill_proc(self, proc: AgentProc, now_ns: int, kind: str) -> None:
+    def _kill_proc(self, proc: AgentHandle, now_ns: int, kind: str) -> None:
         replacement = self.reaper.kill(proc)
         self._record(kind, now_ns, None, agent=proc.name, pid=proc.popen.pid, generation=proc.generation,
                      replacement_generation=replacement.generation, wall=time.time())
@@ -287,7 +287,7 @@ class Nemesis:
                      boundary_seq=done.boundary_seq, wall=done.wall)
         return True
 
-    def _limit(self, proc: AgentProc) -> dict[str, Any]:
+    def _limit(self, proc: AgentHandle) -> dict[str, Any]:
         """Pin the WAL with a read transaction (so it is never restarted: its end only moves
         on), then cap the agent's file size above every file the agent appends to but the
         WAL (its history, its log; and the ``-shm`` it may grow): its next commit, appended

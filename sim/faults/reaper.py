@@ -18,10 +18,9 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .runner import AgentProc, Runner
+from .control import AgentHandle, RunControl
 
 PRUNE_GIVE_UP_S = 60
 
@@ -45,13 +44,13 @@ def children(pid: int) -> list[int]:
 
 
 class Reaper:
-    def __init__(self, runner: Runner, store: Callable[[], Any]) -> None:
+    def __init__(self, runner: RunControl, store: Callable[[], Any]) -> None:
         self.runner = runner
         self.store = store  # the nemesis's own store (its clock is the run's clock)
         self._keys: queue.Queue[str | None] = queue.Queue()
         self._thread: threading.Thread | None = None
 
-    def kill(self, proc: AgentProc) -> AgentProc:
+    def kill(self, proc: AgentHandle) -> AgentHandle:
         """SIGKILL ``proc`` (an mcp agent's server too, or it would keep the session alive);
         returns its replacement, already starting."""
         kids = children(proc.popen.pid)

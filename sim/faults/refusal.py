@@ -4,7 +4,8 @@ it: ``agents-room serve``, ``agents-room doctor`` and ``sim run --store``.
 :func:`damage` makes the damaged copies (truncated to half its size; overwritten with random
 bytes of the same size), :func:`try_commands` runs the three real commands on one and says,
 for each, whether it refused with a message naming the file and left it byte for byte as it
-was (no ``-wal`` or ``-shm`` beside it either).
+was (no ``-wal`` or ``-shm`` beside it either). The ``agents-room`` command to run is
+handed in (``sim.run.drivers.serve_command``: fault injection does not import the run).
 """
 
 from __future__ import annotations
@@ -20,9 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .drivers import serve_command
-
-ROOT = Path(__file__).resolve().parents[1]  # where ``python -m sim.cli`` runs from
+ROOT = Path(__file__).resolve().parents[2]  # where ``python -m sim.cli`` runs from
 TIMEOUT_S = 60
 
 
@@ -59,11 +58,11 @@ def _fingerprint(path: Path) -> tuple[str, tuple[str, ...]]:
     return hashlib.sha256(path.read_bytes()).hexdigest(), tuple(sorted(os.listdir(path.parent)))
 
 
-def try_commands(kind: str, path: Path, scenario_toml: Path) -> list[Refusal]:
+def try_commands(kind: str, path: Path, scenario_toml: Path, agents_room: str) -> list[Refusal]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTS_ROOM_")}
     commands = {
-        "agents-room doctor": ([serve_command(), "--db", str(path), "doctor"], env),
-        "agents-room serve": ([serve_command(), "serve"], {**env, "AGENTS_ROOM_DB": str(path)}),
+        "agents-room doctor": ([agents_room, "--db", str(path), "doctor"], env),
+        "agents-room serve": ([agents_room, "serve"], {**env, "AGENTS_ROOM_DB": str(path)}),
         "sim run --store": ([sys.executable, "-m", "sim.cli", "run", str(scenario_toml), "--store", str(path),
                              "--out", str(path.parent / "sim-out"), "--no-live"], env),
     }
@@ -80,9 +79,9 @@ def try_commands(kind: str, path: Path, scenario_toml: Path) -> list[Refusal]:
     return out
 
 
-def try_all(copies: list[tuple[str, Path]], scenario_toml: Path) -> list[Refusal]:
+def try_all(copies: list[tuple[str, Path]], scenario_toml: Path, agents_room: str) -> list[Refusal]:
     """:func:`try_commands` on every copy, the copies side by side (each copy's commands in
     turn, so a change to it is pinned on the command that made it)."""
     with ThreadPoolExecutor(max_workers=max(1, len(copies))) as pool:
-        done = pool.map(lambda c: try_commands(c[0], c[1], scenario_toml), copies)
+        done = pool.map(lambda c: try_commands(c[0], c[1], scenario_toml, agents_room), copies)
     return [r for rs in done for r in rs]

@@ -18,10 +18,11 @@ effect the fault exists to show:
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
+from ..check.operation import Op, pair
 from . import refusal
-from .operation import Op, pair
 
 # Past the bounded wait, how much later an answer may come on a loaded machine before a
 # waiter is taken to have hung on the stopped writer.
@@ -91,10 +92,10 @@ def _disk_full(ops: list[Op], done: list[dict[str, Any]]) -> tuple[dict[str, Any
             "observed": f"{mine} store_error answers to the agent over its limit, {others} to the others"}, problems
 
 
-def _garbage(nemesis: Any, layout: Any) -> tuple[dict[str, Any], list[str]]:
+def _garbage(nemesis: Any, layout: Any, agents_room: Callable[[], str]) -> tuple[dict[str, Any], list[str]]:
     kinds = nemesis.plan.garbage_store
     copies = refusal.damage(layout.db, layout.out / "damaged", kinds, random.Random(nemesis.runner.scn.run.seed))
-    results = refusal.try_all(copies, layout.out / "scenario.toml")
+    results = refusal.try_all(copies, layout.out / "scenario.toml", agents_room())
     problems = [f"garbage_store: `{r.command}` on the {r.damage}d store exited {r.exit_code}"
                 f"{'' if r.names_file else ', not naming the file'}{'' if r.unchanged else ', and changed it'}: "
                 f"{r.message}" for r in results if not r.ok]
@@ -104,7 +105,10 @@ def _garbage(nemesis: Any, layout: Any) -> tuple[dict[str, Any], list[str]]:
                         "leaving it as it was"}, problems
 
 
-def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: Any) -> dict[str, Any]:
+def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: Any,
+              agents_room: Callable[[], str]) -> dict[str, Any]:
+    """The fault section. ``agents_room`` finds the ``agents-room`` command, called only when
+    a ``garbage_store`` fault has damaged copies to try it on."""
     scn = nemesis.runner.scn
     ops = pair(records)[0]
     stale = _check_dict(check).get("stale_writes") or []
@@ -129,7 +133,7 @@ def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: A
         elif kind == "clock_jump":
             row["observed"] = "; ".join(f"{f['shift_s']:+g} s before seq {f['boundary_seq']}" for f in done) or "-"
         elif kind == "garbage_store":
-            found, more = _garbage(nemesis, layout)
+            found, more = _garbage(nemesis, layout, agents_room)
             row.update(found)
             problems += more
         row["exercised"] = bool(row["injected"]) and row["exercised"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .history import Record, pairs
-from .workload import WRITE_OPS
+from ..check.history import Record, pairs
+from ..run.workload import WRITE_OPS
 
 PERCENTILES = (50, 90, 99, 99.9)
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .drivers import STORE_FACTORY_ENV
+from ..run.drivers import STORE_FACTORY_ENV
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -266,7 +266,7 @@ def _checks(inv: dict[str, Any]) -> list[str]:
 
 
 def _fault_lines(summary: dict[str, Any] | None) -> list[str]:
-    """Faults injected per kind and what each showed (sim/faultreport.py)."""
+    """Faults injected per kind and what each showed (sim/faults/report.py)."""
     if not summary:
         return []
     lines = ["## Faults", "", "| fault | injected | observed | missed |", "|---|--:|---|---|"]

@@ -1,4 +1,4 @@
-"""One fake agent: its own OS process, ``python -m sim.agent <config.json>``.
+"""One fake agent: its own OS process, ``python -m sim.run.agent <config.json>``.
 
 It joins its repo room (from its working directory) and its shared rooms, says ``ready`` on
 stdout, waits for the runner's ``go <start_ns> <end_ns>`` on stdin, then runs the workload
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from . import scenario as scenario_mod
+from ..check.history import Writer, process_id
+from ..faults.clock import SharedClock
+from ..faults.saboteur import Control, Saboteur
+from ..scenario import scenario as scenario_mod
 from . import workload
 from .drivers import Driver, OpError, open_driver
-from .faultclock import SharedClock
-from .history import Writer, process_id
-from .saboteur import Control, Saboteur
 from .workload import Held, Known, Op
 
 MAX_UNACKED = 200

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .history import outcome_of
+from ..check.history import outcome_of
 
 
 class OpError(Exception):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import history as hist
-from .scenario import Scenario, to_toml
+from ..check import history as hist
+from ..scenario.scenario import Scenario, to_toml
 
 
 @dataclass

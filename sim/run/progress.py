@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from .scenario import Scenario
+from ..scenario.scenario import Scenario
 
 _MARKS = {"ok": b'"type":"ok"', "fail": b'"type":"fail"', "info": b'"type":"info"', "busy": b'"error":"store_busy"'}
 

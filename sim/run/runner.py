@@ -15,16 +15,14 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from . import history as hist
-from .layout import Layout, file_names, merge_history, prepare, read_events, read_samples
+from ..scenario.scenario import Scenario
+from .layout import Layout, file_names, prepare
 from .progress import Progress
-from .scenario import Scenario
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
@@ -111,7 +109,7 @@ class Runner:
         env["PYTHONUNBUFFERED"] = "1"
         log = open(self.layout.out / "logs" / f"{name}.g{generation}.log", "wb")  # noqa: SIM115 (owned by the child)
         popen = subprocess.Popen(
-            [sys.executable, "-m", "sim.agent", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            [sys.executable, "-m", "sim.run.agent", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=log, cwd=repo_path, env=env, text=True, bufsize=1,
         )
         log.close()
@@ -282,89 +280,3 @@ class Runner:
             self._handle(proc, line)
             if proc.state in ("error", "exited"):
                 raise RunAborted(f"{proc.name} {proc.state} during the run: {proc.error}")
-
-
-# -- the whole pipeline -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Result:
-    out: Path
-    verdict: str  # valid, invalid, unknown
-    exit_code: int
-    report: dict[str, Any]
-
-
-def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tuple[str, Any]:
-    """The checker's verdict; a checker that cannot run makes the verdict unknown."""
-    try:
-        from .checker import check
-    except ImportError as exc:
-        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"checker unavailable: {exc}"}
-    try:
-        result = check(events, records, integrity)
-    except Exception as exc:  # noqa: BLE001 (a checker bug must not cost the run's report)
-        traceback.print_exc()
-        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"the checker failed: {exc!r}"}
-    return result.verdict, result
-
-
-def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None, with_plots: bool = True) -> Result:
-    from . import faultclock, report, stats
-
-    runner = Runner(scenario, out, live=live, store=store)
-    nemesis = None
-    if scenario.faults:
-        from .nemesis import Nemesis
-
-        nemesis = Nemesis(runner)
-    aborted = None
-    try:
-        outcome = runner.execute()
-    except RunAborted as exc:
-        aborted, outcome = str(exc), None
-    finally:
-        if nemesis:
-            nemesis.close()
-    records = merge_history(runner.layout)
-    raw_events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s, after_seq=runner.layout.first_seq)
-    samples = read_samples(runner.layout.samples)
-    # Clock-jump faults: every store time back on the host clock the history is written in.
-    events, check_records = faultclock.retime(raw_events, records, faultclock.jumps_from(
-        [r for r in samples if r.get("kind") == "fault"]))
-    if outcome is None:
-        verdict, check = "unknown", {"verdict": "unknown", "violations": [], "reason": f"run aborted: {aborted}"}
-        start_ns = min((r["time"] for r in records), default=0)
-        end_ns = max((r["time"] for r in records), default=start_ns + 1)
-        outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [], runner.timings)
-    else:
-        mark = time.monotonic()
-        verdict, check = _check(events, check_records, integrity)
-        outcome.timings["check_s"] = time.monotonic() - mark
-        if verdict == "valid" and not outcome.drained:
-            verdict = "unknown"
-    mark = time.monotonic()
-    names = [a.name for a in runner.agents]
-    figures = stats.compute(records, outcome.start_ns, outcome.end_ns, names,
-                            late_ms=scenario.open_loop.late_ms if scenario.workload.mode == "open" else None)
-    expectations = stats.expectations(scenario.expect, figures)
-    fault_summary = None
-    if nemesis:
-        from . import faultreport
-
-        fault_summary = faultreport.summarize(nemesis, check_records, check, runner.layout)
-        if fault_summary["problems"] and verdict != "invalid":
-            verdict = "invalid"
-    data = report.build(
-        runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
-        expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
-        wal_final=wal, history_len=len(records), fault_summary=fault_summary, with_plots=with_plots,
-    )
-    outcome.timings["report_s"] = time.monotonic() - mark
-    data["timings"] = outcome.timings
-    report.save(runner.layout.out, data)
-    met = all(e.met for e in expectations)
-    code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
-    report.print_summary(data, console=console)
-    return Result(runner.layout.out, verdict, code, data)

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .scenario import OpenLoop, Think, Workload
+from ..scenario.scenario import OpenLoop, Think, Workload
 
 # Operations that take SQLite's write lock (the rest are read transactions): the ones whose
 # longest latency is the "longest wait for the write lock" of the fairness table.

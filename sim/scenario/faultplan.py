@@ -2,7 +2,7 @@
 
 Parsed as strictly as the rest of the scenario: an unknown key, a wrong type or a value out of
 range is a :class:`ScenarioError` naming ``[faults.<kind>]`` and the key. ``docs/simulator.md``
-documents every key; ``sim/nemesis.py`` carries the plan out.
+documents every key; ``sim/faults/nemesis.py`` carries the plan out.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from sim.bench import OPS, cell_of
-from sim.bench_report import _round_ratio
-from sim.bench_sweep import at_point, knee, parse_sweep
-from sim.scenario import ScenarioError, load
+from sim.bench.bench import OPS, cell_of
+from sim.bench.report import _round_ratio
+from sim.bench.sweep import at_point, knee, parse_sweep
+from sim.scenario.scenario import ScenarioError, load
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "scenarios" / "smoke.toml"
 
 

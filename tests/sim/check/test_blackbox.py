@@ -10,7 +10,7 @@ from typing import Any
 
 from agents_room.store import Clock, RoomError, Store
 from sim import blackbox
-from sim.checker import check
+from sim.check.checker import check
 
 T0 = 1_800_000_000.0
 X = "/repo/x.py"

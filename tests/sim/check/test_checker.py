@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agents_room.store import Clock, RoomError, Store
-from sim.checker import INVARIANTS, Verdict, check
+from sim.check.checker import INVARIANTS, Verdict, check
 
 T0 = 1_800_000_000.0
 X, Y = "/repo/src/x.py", "/repo/src/y.py"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.history import (
+from sim.check.history import (
     TornHistory, Writer, merge, outcome_of, pairs, process_id, read, read_folder, settle_dangling, write_merged,
 )
 
@@ -59,7 +59,7 @@ def test_a_broken_line_before_the_last_is_corruption(tmp_path: Path) -> None:
 def test_a_sigkilled_writer_leaves_a_readable_history(tmp_path: Path) -> None:
     """A real process writing as fast as it can, killed mid-stream."""
     script = (
-        "import sys; from pathlib import Path; from sim.history import Writer\n"
+        "import sys; from pathlib import Path; from sim.check.history import Writer\n"
         "w = Writer(Path(sys.argv[1]), 7, 'a07'); print('go', flush=True)\n"
         "while True:\n"
         "    w.write('invoke', 'msg_send', {'to': '*', 'subject': 'x' * 3000})\n"

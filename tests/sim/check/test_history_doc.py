@@ -7,10 +7,10 @@ import ast
 import re
 from pathlib import Path
 
-from sim.checker import INVARIANTS
-from sim.history import Writer
+from sim.check.checker import INVARIANTS
+from sim.check.history import Writer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = (ROOT / "docs" / "history.md").read_text()
 
 
@@ -21,7 +21,7 @@ def section(title: str) -> str:
 
 
 def extra_fields() -> set[str]:
-    """Keys of the ``extra`` dicts sim/agent.py adds to records (drain phase, open-loop time)."""
+    """Keys of the ``extra`` dicts sim/run/agent.py adds to records (drain phase, open-loop time)."""
     tree = ast.parse((ROOT / "sim" / "agent.py").read_text())
     keys: set[str] = set()
     for node in ast.walk(tree):

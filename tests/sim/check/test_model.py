@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agents_room.store import Clock, Event, LeaseNotHeld, Store
-from sim.model import (
+from sim.check.model import (
     INITIAL, TRANSITIONS, UNREAD, LeaseState, delivery_init, delivery_step, lease_init, lease_step, live_holders,
 )
-from sim.replay import replay
+from sim.check.replay import replay
 
 X = "/repo/x.py"
 

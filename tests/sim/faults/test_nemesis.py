@@ -19,13 +19,16 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Store, StoreBusy
-from sim.checker import check
-from sim.faultclock import Jump, SharedClock, Timeline, jump, retime
-from sim.reaper import process_state
-from sim.replay import replay
-from sim.scenario import ScenarioError, load, parse, to_toml
+from sim.check.checker import check
+from sim.check.replay import replay
+from sim.faults.clock import Jump, SharedClock, Timeline, jump, retime
+from sim.faults.control import RunControl
+from sim.faults.nemesis import Nemesis
+from sim.faults.reaper import process_state
+from sim.run.runner import Runner
+from sim.scenario.scenario import ScenarioError, load, parse, to_toml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FAULTS = ROOT / "scenarios" / "faults.toml"
 
 BASE = """
@@ -95,6 +98,25 @@ def test_faults_inside_the_agent_need_the_direct_driver() -> None:
 
 
 # -- the shared clock and host time -----------------------------------------------------------------
+
+
+def test_the_runner_is_what_the_nemesis_acts_on(tmp_path: Path) -> None:
+    """The runner satisfies RunControl, and a nemesis on it hooks into its tick and its
+    agents' configuration (the nemesis itself imports nothing of sim/run)."""
+    runner = Runner(load(FAULTS), tmp_path / "out", live=False)
+    assert isinstance(runner, RunControl)
+    missing = [m for m in ("spawn", "next_generation", "tell", "record_fault", "agents", "on_tick") if
+               not hasattr(runner, m)]
+    assert missing == []
+    nemesis = Nemesis(runner)
+    assert runner.on_tick == [nemesis.tick] and runner.agent_config["saboteur"] is True
+    assert runner.agent_config["clock_file"] == str(runner.layout.out / "store" / "clock")
+    nemesis.close()
+
+    class NotARun:
+        scn = runner.scn
+
+    assert not isinstance(NotARun(), RunControl)
 
 
 def test_a_shift_of_the_shared_clock_is_seen_by_every_mapping(tmp_path: Path) -> None:
@@ -185,7 +207,7 @@ def test_retime_makes_a_run_with_a_jump_checkable(tmp_path: Path, repo: Path) ->
 CHILD = """
 import os, sys, time
 from agents_room.store import Store
-from sim.saboteur import Saboteur
+from sim.faults.saboteur import Saboteur
 store = Store.open(sys.argv[1], busy_timeout_s=0.3)
 sid = store.room_join(cwd=sys.argv[2], pid=os.getpid(), label="stopper").session_id
 saboteur = Saboteur(())

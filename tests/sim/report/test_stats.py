@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.history import merge
-from sim.stats import compute
+from sim.check.history import merge
+from sim.report.stats import compute
 
 MS = 1_000_000
 START = 10_000 * MS  # the run's start_ns

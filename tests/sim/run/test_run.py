@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Store
+from sim.check.history import pairs, read
 from sim.cli import main
-from sim.drivers import STORE_FACTORY_ENV
-from sim.history import pairs, read
+from sim.run.drivers import STORE_FACTORY_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SMOKE = ROOT / "scenarios" / "smoke.toml"
 PNGS = ("latency.png", "throughput.png", "percentiles.png", "agents.png", "leases.png", "wal.png")
 
@@ -129,7 +129,7 @@ def test_the_report_names_the_store_factory(tmp_path: Path) -> None:
 
 
 def test_the_store_factory_is_shipped_when_unset(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sim.report import store_factory
+    from sim.report.writer import store_factory
 
     monkeypatch.delenv(STORE_FACTORY_ENV, raising=False)
     assert store_factory() == "shipped"

@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from sim.scenario import OpenLoop, Think, Workload
-from sim.workload import Files, Held, Known, agent_rng, body, next_op, pick_path, schedule, think_time
+from sim.run.workload import Files, Held, Known, agent_rng, body, next_op, pick_path, schedule, think_time
+from sim.scenario.scenario import OpenLoop, Think, Workload
 
 FILES = Files(tuple(f"/r/src/mod_{i:02d}.py" for i in range(6)), hot=2, tags=("backend", "ops"), rooms=("team",))
 

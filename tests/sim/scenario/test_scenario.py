@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.scenario import ScenarioError, load, parse, to_toml
+from sim.scenario.scenario import ScenarioError, load, parse, to_toml
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.toml"))
 
 GOOD = """
