@@ -1,7 +1,7 @@
 """What the nemesis may see of a run and do to it: the narrow interface the runner hands it.
 
 The nemesis and its reaper never import the runner (``sim/run/``): they act on whatever
-satisfies :class:`RunControl`. The runner does (``tests/sim/faults/test_nemesis.py`` holds
+satisfies :class:`RunControl`. The runner does (``tests/simulator/faults/test_nemesis.py`` holds
 it to that), and the pipeline (``sim/pipeline.py``) hands the runner over as one. Anything
 the nemesis needs of a run is added here first, so what fault injection can touch stays
 listed in one place.

@@ -95,7 +95,7 @@ def facts(out: Path) -> Facts:
     from collections import Counter
 
     from agents_room.store import Store
-    from sim import blackbox
+    from sim.check import blackbox
     from sim.check.history import pairs, read
 
     history = read(out / "history.jsonl")

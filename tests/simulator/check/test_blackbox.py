@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from agents_room.store import Clock, RoomError, Store
-from sim import blackbox
+from sim.check import blackbox
 from sim.check.checker import check
 
 T0 = 1_800_000_000.0

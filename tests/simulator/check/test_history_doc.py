@@ -22,7 +22,7 @@ def section(title: str) -> str:
 
 def extra_fields() -> set[str]:
     """Keys of the ``extra`` dicts sim/run/agent.py adds to records (drain phase, open-loop time)."""
-    tree = ast.parse((ROOT / "sim" / "agent.py").read_text())
+    tree = ast.parse((ROOT / "sim" / "run" / "agent.py").read_text())
     keys: set[str] = set()
     for node in ast.walk(tree):
         dicts: list[ast.AST] = []
