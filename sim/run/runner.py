@@ -1,8 +1,11 @@
-"""``sim run``: set up real repositories and a fresh store, spawn the agents, watch them,
-stop them, drain them, then check and report.
+"""The run of ``sim run``: set up real repositories and a fresh store, spawn the agents,
+watch them, stop them, drain them (``sim/pipeline.py`` then checks and reports). Fault
+injection plugs in through :attr:`Runner.on_tick` and sees the runner only as
+``sim.faults.control.RunControl``.
 
 The output folder is laid out as ``docs/history.md`` says. The runner never opens the store
-while agents run (it only ``stat``s its WAL); it reads the events once they have exited.
+while agents run (it only ``stat``s its WAL); the pipeline reads the events once they have
+exited.
 """
 
 from __future__ import annotations
