@@ -147,7 +147,7 @@ function renderTimeline(snap) {
   // The window shrinks to the history there is (a run that began a minute ago fills the width).
   const end = snap.now;
   const first = Math.min(end, ...snap.spans.map((s) => s.start));
-  const width = Math.min(snap.window_s, Math.max(60, Math.ceil((end - first) / 30) * 30));
+  const width = Math.min(snap.window_s, Math.max(30, Math.ceil((end - first) / 15) * 15));
   const start = end - width;
   const span = (t) => (width >= 180 ? `${Math.round(t / 60)}m` : `${Math.round(t)}s`);
   $("timeline-window").textContent = `last ${span(width)}`;
@@ -184,9 +184,11 @@ function renderMessages(snap) {
   const unread = snap.members.reduce((n, m) => n + m.unread, 0);
   $("unread-total").textContent = unread ? `${unread} unread` : "";
   if (emptyOr($("messages"), snap.messages, "no messages")) return;
+  const labels = new Map(snap.members.map((m) => [m.session_id, m.label]));
   keyed($("messages"), snap.messages, (m) => el("article", { class: "msg", "data-message": m.id },
     el("div", { class: "head" }, el("span", { class: "mono" }, `#${m.id}`),
-      el("span", { class: "from" }, who(m.sender_label, m.sender)), el("span", {}, `→ ${m.to}`),
+      el("span", { class: "from" }, who(m.sender_label, m.sender)),
+      el("span", { title: m.to }, `→ ${labels.get(m.to) || m.to}`),
       el("span", { class: "seen", "data-t": m.created_at }, ago(m.created_at))),
     m.subject ? el("div", { class: "subject" }, m.subject) : null,
     m.body ? el("div", { class: "body" }, m.body) : null,
