@@ -172,8 +172,9 @@ def msg_send(
 ) -> dict[str, Any]:
     """Send a message to other agents. Returns message_id and recipients (session ids). Zero
     recipients is not an error: a warning says the selector matched nobody, and the message
-    still shows in your rooms' history. Errors: unknown_session (your session_id, or a session
-    id in `to` that names no live session); invalid_argument: <field>."""
+    still shows in your rooms' history. Errors: unknown_session: your session_id names no live
+    session; unknown_session: to: ... the recipient in `to` has left or is not a session id (your
+    own session is fine: room_who lists who is here); invalid_argument: <field>."""
     return plain(_store(ctx).msg_send(session_id, to, subject, body, reply_to, ttl_s))
 
 
@@ -272,9 +273,10 @@ def note_read(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, A
 
 def drift_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
     """Before editing a file you read earlier: did it change since your note_read? severity
-    SAFE: unchanged (or no baseline recorded); MINOR: changed, nobody else held a lease on it:
-    re-read it; CRITICAL: changed while another session (`holder`) held a lease on it: re-read
-    and coordinate with them. Also path, changed, since (when you read it), message.
+    SAFE: unchanged, or baseline=false (you never called note_read on it: nothing to compare);
+    MINOR: changed, nobody else held a lease on it: re-read it; CRITICAL: changed while another
+    session (`holder`, named with its label in `message`) held a lease on it: re-read and
+    coordinate with them. Also path, changed, since (when you read it, Unix seconds), message.
     Errors: invalid_argument: path; unknown_session."""
     return plain(_store(ctx).drift_check(session_id, path))
 
