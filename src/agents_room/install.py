@@ -14,7 +14,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .harness_config import Change
+    from .harness_config import Change, Store
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -46,12 +46,47 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel)
+                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel,
+                       store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
+        if args.harness == "claude-code" and (args.scope or "project") == "project":
+            print("Claude Code asks once to approve a project's MCP servers: start `claude` here and accept 'room'. "
+                  "A teammate with agents-room on PATH gets the server from .mcp.json as committed, and runs "
+                  "`agents-room install claude-code` once for the hooks.")
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a folder that cannot be written, a file that cannot be read
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"agents-room install: {where}{exc.strerror or exc}; nothing more was written", file=sys.stderr)
+        return 1
     return 0
+
+
+def store_setting(given: str | None) -> Store | None:
+    """The store location to write, resolved as every command resolves it (``--db``, else
+    ``$AGENTS_ROOM_DB``; a relative path or an unknown scheme is refused, store/location.py):
+    None for the default (every machine resolves it alike, so nothing is written); a path under
+    the home folder as ``~/...`` (agents-room expands ``~`` itself, so it means the same on a
+    teammate's machine); any other path, or a URL, as it is, machine-specific."""
+    from pathlib import Path
+
+    from .harness_config import InstallError, Store
+    from .store import StoreError
+    from .store.location import SQLITE, default_sqlite_path, resolve
+
+    try:
+        location = resolve(given, source="--db") if given else resolve()
+    except StoreError as exc:
+        raise InstallError(exc.text) from None
+    if location.source == "default" or (location.engine == SQLITE and location.path == default_sqlite_path()):
+        return None
+    if location.engine != SQLITE:
+        return Store(location.target, portable=False)
+    try:
+        return Store(f"~/{location.path.relative_to(Path.home())}", portable=True)
+    except ValueError:
+        return Store(location.target, portable=False)
 
 
 def executable(given: str | None) -> str:
@@ -88,7 +123,7 @@ def report(changes: list[Change], *, dry_run: bool) -> None:
             print(f"unchanged: {c.path}")
             continue
         verb = "would write" if dry_run else ("created" if c.before is None else "updated")
-        print(f"{verb}: {c.path} ({'; '.join(c.notes)})")
+        print(f"{verb}: {c.path} ({'; '.join(c.notes)})" + (f"\n    {c.audience}" if c.audience else ""))
         if dry_run:
             sys.stdout.writelines(difflib.unified_diff(
                 (c.before or "").splitlines(keepends=True), c.after.splitlines(keepends=True),
