@@ -101,7 +101,7 @@ def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     report = run("--db", str(db), "doctor")
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
-    assert fields["path"].strip() == str(db) and fields["journal_mode"].strip() == "wal"
+    assert fields["path"].strip() == f"{db} (from --db)" and fields["journal_mode"].strip() == "wal"
     assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "1"
     assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
     health = json.loads(run("--db", str(db), "doctor", "--json").stdout)

@@ -108,3 +108,82 @@ async def test_a_bad_value_is_quoted_back_not_its_type(
         assert text.startswith(f"invalid_argument: {field}: ") and quoted in text, text
         assert not re.search(r"got (string|number|array|integer|str|int|list)\b", text), text
         assert len(text) < 300
+
+
+async def test_an_agent_sees_which_store_it_is_on_and_when_it_is_alone(tmp_path: Path, repo: Path) -> None:
+    db = tmp_path / "shared" / "room.db"
+    async with Client(server(db, repo)) as c:
+        joined = await ok(c, "room_join", room="team:x", label="alice")
+        assert joined["store"] == str(db)
+        alone = await ok(c, "room_who", session_id=joined["session_id"])
+        assert alone["store"] == str(db) and [m["label"] for m in alone["sessions"]] == ["alice"]
+        assert "nobody else is here" in alone["warning"] and str(db) in alone["warning"]
+        assert "agents-room doctor" in alone["warning"]
+        await ok(c, "room_join", room="team:x", label="bob")
+        together = await ok(c, "room_who", session_id=joined["session_id"])
+        assert "warning" not in together and len(together["sessions"]) == 2
+        assert "nobody else is here" in (await ok(c, "room_who", room="team:empty"))["warning"]
+
+
+def readme_rows() -> dict[str, str]:
+    """The README's tool table: tool -> its "returns" cell."""
+    text = (Path(__file__).parents[1] / "README.md").read_text()
+    text = text.split("## Tools", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and re.fullmatch(r"[a-z_]+", cells[0]) and cells[0] != "tool":
+            rows[cells[0]] = cells[2]
+    return rows
+
+
+def keys(value: Any, prefix: str = "") -> set[str]:
+    """Every field name of an answer, nested ones included (a map keyed by session ids is a
+    value, not fields)."""
+    out: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if re.fullmatch(r"[0-9a-f]{16}", k):
+                continue
+            out.add(k)
+            out |= keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            out |= keys(v)
+    return out
+
+
+async def test_the_readme_tool_table_names_every_field_of_every_answer(tmp_path: Path, repo: Path) -> None:
+    rows = readme_rows()
+    answers: dict[str, dict[str, Any]] = {}
+    async with Client(server(tmp_path / "room.db", repo)) as c:
+        async def call(tool: str, **args: Any) -> dict[str, Any]:
+            answers[tool] = await ok(c, tool, **args)
+            return answers[tool]
+
+        a = (await call("room_join", room="team:x", label="alice", tags=["api"]))["session_id"]
+        b = (await ok(c, "room_join", room="team:x", label="bob"))["session_id"]
+        await call("room_who", session_id=a)
+        await call("room_set_autonomy_cap", room="team:x", autonomy="wake")
+        mid = (await call("msg_send", session_id=a, to=b, subject="s", body="x"))["message_id"]
+        await call("msg_unread", session_id=b)
+        await call("msg_recv", session_id=b)
+        empty = await ok(c, "msg_recv", session_id=b)
+        await call("msg_ack", session_id=b, message_id=mid)
+        await call("msg_sent", session_id=a)
+        await call("room_history", session_id=a)
+        await call("lease_claim", session_id=a, path="README.md", mode="shared")
+        await ok(c, "lease_claim", session_id=b, path="README.md", mode="shared")
+        await call("lease_renew", session_id=a, path="README.md")
+        await call("lease_check", session_id=a, path="README.md")
+        await call("lease_list", session_id=a)
+        await call("lease_release", session_id=a, path="README.md")
+        await call("note_read", session_id=a, path="README.md")
+        await call("drift_check", session_id=a, path="README.md")
+        await call("room_leave_room", session_id=a, room="team:x")
+        await call("room_leave", session_id=a)
+    answers["msg_recv"] = {**answers["msg_recv"], **{k: v for k, v in empty.items() if v is not None}}
+    assert set(answers) == set(rows), "every tool has a row, every row a tool"
+    missing = {tool: sorted(k for k in keys(answer) if not re.search(rf"\b{k}\b", rows[tool]))
+               for tool, answer in answers.items()}
+    assert not {t: m for t, m in missing.items() if m}, missing

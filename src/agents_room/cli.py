@@ -181,23 +181,45 @@ def add_prune(subparsers: Subparsers) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:  # refuses a missing store, or a file that is not a healthy one
+    from pathlib import Path
+
+    from . import elsewhere  # here, not at the top: see location()
+    from .store import StoreError
+
+    where = location(args)
+    others = elsewhere.other_stores(where.target, Path.cwd(), Path.home())
+    try:
+        store = open_store(args, create=False)  # refuses a missing store, or a file that is not a healthy one
+    except StoreError as exc:
+        if others:  # the store the person expected may be one of these
+            raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
+        raise
+    with store:
         health = store.health()
+    health["origin"] = where.origin
+    health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
+                              for f in others]
     if args.json:
         _print_json(health)
     else:
-        for key in ("path", "journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
+        print(f"{'path:':16}{health['path']} ({where.origin})")
+        for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
             print(f"{key + ':':16}{health[key]}")
         print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
+        lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
+                                                             "in the harness files install writes)"]
+        print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
     return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
 
 
 def add_doctor(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "doctor", help="check the store file",
-        description="Open the store and report its path, journal mode, schema version, quick_check, row counts "
-        "and WAL size. Exits non-zero, naming the file, if the store is missing or refused.",
+        description="Open the store and report its path (and where that came from), journal mode, schema version, "
+        "quick_check, row counts and WAL size, and list other stores agents on this machine may be on: the default "
+        "location and every AGENTS_ROOM_DB in the harness files install writes (this folder's and your home's). "
+        "Exits non-zero, naming the file, if the store is missing or refused.",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=doctor)
@@ -228,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # `agents-room who | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:
         from .store import RoomError  # only now: see location()
 

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # the reader of the output left: cli.main says nothing
     except OSError as exc:  # a folder that cannot be written, a file that cannot be read
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"agents-room install: {where}{exc.strerror or exc}; nothing more was written", file=sys.stderr)
