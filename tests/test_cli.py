@@ -91,10 +91,10 @@ def test_prune_removes_only_quiet_gone_sessions(db: Path, sessions: dict[str, st
 
 
 def test_store_errors_become_one_line_at_the_edge(db: Path, sessions: dict[str, str]) -> None:
-    bad = run("--db", str(db), "prune", "--quiet-s", "-1")
+    bad = run("--db", str(db), "who", "--room", "Not A Room")
     assert bad.returncode == 1
     assert bad.stderr.splitlines() == [bad.stderr.strip()]
-    assert bad.stderr.startswith("agents-room: invalid_argument: quiet_s: ")
+    assert bad.stderr.startswith("agents-room: invalid_argument: room: 'Not A Room' is not a room name")
 
 
 def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:

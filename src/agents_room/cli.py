@@ -24,6 +24,32 @@ if TYPE_CHECKING:
 Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse, saying a mistake in one line (what was wrong, and where help is) instead of
+    the usage block and the error below it. Subcommands' parsers are of the same class."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text[:40]!r}")
+    return value
+
+
+def not_empty(text: str) -> str:
+    """An argparse type: any text but an empty one (an empty --db would silently mean the default)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
 def location(args: argparse.Namespace) -> Location:
     """The store the command works on: ``--db``, else ``$AGENTS_ROOM_DB``, else the default
     (refused when it could mean different stores to different agents: store/location.py)."""
@@ -101,7 +127,7 @@ def add_serve(subparsers: Subparsers) -> None:
         "carry 'Authorization: Bearer $AGENTS_ROOM_TOKEN' when that is set, and a non-loopback HOST is refused "
         "without it.",
     )
-    p.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP on this address, e.g. 127.0.0.1:8765")
+    p.add_argument("--http", metavar="HOST:PORT", type=not_empty, help="serve Streamable HTTP on this address, e.g. 127.0.0.1:8765")
     p.set_defaults(run=serve)
 
 
@@ -145,7 +171,7 @@ def add_who(subparsers: Subparsers) -> None:
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
         "gone (it is not), unknown (no process recorded).",
     )
-    p.add_argument("--room", help="only this room's members")
+    p.add_argument("--room", type=not_empty, help="only this room's members")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=who)
 
@@ -172,7 +198,7 @@ def add_prune(subparsers: Subparsers) -> None:
         "room_who reports). Each leaves its rooms, its leases are released, its unread messages expire; a "
         "tombstone is kept. Sessions whose liveness is unknown are kept.",
     )
-    p.add_argument("--quiet-s", type=float, required=True, metavar="N", help="seconds without a tool call")
+    p.add_argument("--quiet-s", type=seconds, required=True, metavar="N", help="seconds without a tool call")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(run=prune)
 
@@ -233,13 +259,13 @@ COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, ad
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="agents-room",
         description="Coordination for coding agents on one machine: presence, messages, file leases and drift "
         "checks over one SQLite file.",
     )
     p.add_argument("--version", action="version", version=f"agents-room {__version__}")
-    p.add_argument("--db", metavar="PATH", help="the store file (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
+    p.add_argument("--db", metavar="PATH", type=not_empty, help="the store file (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
     subparsers = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_parser in COMMANDS:
         add_parser(subparsers)

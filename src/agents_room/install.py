@@ -28,8 +28,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("harness", choices=["claude-code", "codex", "cursor"])
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
-    p.add_argument("--dir", metavar="PATH", help="the project folder (default: the current folder)")
-    p.add_argument("--command", metavar="PATH",
+    p.add_argument("--dir", metavar="PATH", type=folder, help="the project folder (default: the current folder)")
+    p.add_argument("--command", metavar="PATH", type=command,
                    help="the agents-room executable the MCP server entry runs (default: found on PATH); "
                    "hooks run this installation's interpreter on its hook entry")
     p.add_argument("--channel", action="store_true",
@@ -37,6 +37,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "--dangerously-load-development-channels server:room)")
     p.set_defaults(run=run)
     return p
+
+
+def folder(text: str) -> str:
+    """An argparse type: an existing folder (install never creates the project folder: a
+    mistyped --dir would get a configuration nobody reads)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+    return text
+
+
+def command(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,18 +141,21 @@ def report(changes: list[Change], *, dry_run: bool) -> None:
             print(f"unchanged: {c.path}")
             continue
         verb = "would write" if dry_run else ("created" if c.before is None else "updated")
+        if not dry_run:
+            try:
+                c.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
+                tmp.write_text(c.after)
+                if c.path.exists():
+                    os.chmod(tmp, c.path.stat().st_mode & 0o7777)
+                os.replace(tmp, c.path)  # atomic: the harness never reads half a file
+            except OSError as exc:  # named by the file meant, not by the temporary one
+                raise OSError(exc.errno, exc.strerror, str(c.path)) from None
         print(f"{verb}: {c.path} ({'; '.join(c.notes)})" + (f"\n    {c.audience}" if c.audience else ""))
         if dry_run:
             sys.stdout.writelines(difflib.unified_diff(
                 (c.before or "").splitlines(keepends=True), c.after.splitlines(keepends=True),
                 fromfile=str(c.path) if c.before is not None else "/dev/null", tofile=str(c.path),
             ))
-        else:
-            c.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
-            tmp.write_text(c.after)
-            if c.path.exists():
-                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
-            os.replace(tmp, c.path)  # atomic: the harness never reads half a file
     if all(not c.changed for c in changes):
         print("nothing to change")
