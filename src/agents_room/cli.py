@@ -16,20 +16,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, hook, install
+from .parser import Parser
 
 if TYPE_CHECKING:
     from .store import Store
     from .store.location import Location
 
 Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse, saying a mistake in one line (what was wrong, and where help is) instead of
-    the usage block and the error below it. Subcommands' parsers are of the same class."""
-
-    def error(self, message: str) -> Any:
-        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def seconds(text: str) -> float:

@@ -1,6 +1,7 @@
 """Codex's part of ``agents-room install``: ``[mcp_servers.room]`` in ``~/.codex/config.toml``,
 written by hand (the standard library reads TOML but does not write it), every other byte of
-the file kept. The merge rules are :mod:`agents_room.harness_config`'s."""
+the file kept. The merge rules are :mod:`agents_room.harness_config`'s;
+it imports this module."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from .harness_config import SERVER, USER, Change, InstallError, Store, _is_ours, _read
+from .config_change import SERVER, USER, Change, InstallError, Store, is_ours, read_text
 
 
 def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[Change]:
@@ -19,7 +20,7 @@ def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[
     if scope != "user":
         raise InstallError("codex reads MCP servers from ~/.codex/config.toml only: use --scope user")
     path = home / ".codex" / "config.toml"
-    before = _read(path)
+    before = read_text(path)
     try:
         current = tomllib.loads(before or "")
     except tomllib.TOMLDecodeError as exc:
@@ -30,7 +31,7 @@ def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[
     old = current.get("mcp_servers", {}).get(SERVER)
     if old == entry:
         return [Change(path, before, before or "", (), USER)]
-    if old is not None and not _is_ours(old):
+    if old is not None and not is_ours(old):
         raise InstallError(f"{path}: an MCP server named '{SERVER}' that is not agents-room is already there")
     table = _toml_table(f"mcp_servers.{SERVER}", entry)
     text = before or ""

@@ -12,51 +12,18 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SERVER = "room"
+from .codex_config import codex
+from .config_change import LOCAL, SERVER, SHARED, USER, Change, InstallError, Store, is_ours, read_text
+
 HOOK_TIMEOUT_S = 10
 # The asyncRewake Stop hook waits for mail; Claude Code kills a hook at its timeout, so the
 # hook gives up a minute earlier and exits 0 on its own.
 WAIT_TIMEOUT_S = 3600
 # Our hook commands, as this version writes them and as earlier ones did.
 HOOK_MARK = re.compile(r"[/\\]agents_room[/\\]hook_entry\.py\b|(^|[/\s'])agents-room'?\s+hook\b")
-
-
-# Who a file is for, as install's output says it.
-SHARED = "shared: commit it; it works on any machine where agents-room is on PATH"
-LOCAL = "this machine only: paths of this installation; keep it out of git"
-USER = "this machine only: your user settings"
-
-
-class InstallError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class Store:
-    """The store location install writes: ``value`` as written (``~/...`` when under the home
-    folder, so it means the same on every teammate's machine), ``portable`` when it may go
-    into a file a team commits (a path elsewhere may not exist there; a URL may carry a
-    password)."""
-
-    value: str
-    portable: bool
-
-
-@dataclass(frozen=True)
-class Change:
-    path: Path
-    before: str | None  # None: the file does not exist yet
-    after: str
-    notes: tuple[str, ...]
-    audience: str = ""
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
 
 
 def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook: str, *,
@@ -71,8 +38,6 @@ def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook
     elif channel:
         raise InstallError("--channel is a Claude Code feature")
     elif harness == "codex":
-        from .codex_config import codex  # its TOML by hand: a module of its own
-
         changes = codex(scope or "user", home, exe, store)
     else:
         changes = cursor(scope or "project", root, home, exe, hook, store)
@@ -80,13 +45,6 @@ def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook
 
 
 # -- JSON files --------------------------------------------------------------------------------------
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
 
 
 def _load_json(path: Path, text: str | None) -> dict[str, Any]:
@@ -105,7 +63,7 @@ def _json_change(path: Path, edit: Any, audience: str = "") -> Change:
     """Apply ``edit(data) -> notes`` to the JSON object in ``path``. Unchanged data keeps the
     file's own text (and formatting); a file that does not exist and would hold nothing stays
     unwritten."""
-    before = _read(path)
+    before = read_text(path)
     data = _load_json(path, before)
     original = json.loads(json.dumps(data))
     notes = tuple(edit(data))
@@ -127,16 +85,12 @@ def _server_edit(path: Path, entry: dict[str, Any]) -> Any:
         old = servers.get(SERVER)
         if old == entry:
             return []
-        if old is not None and not _is_ours(old):
+        if old is not None and not is_ours(old):
             raise InstallError(f"{path}: an MCP server named '{SERVER}' that is not agents-room is already there")
         servers[SERVER] = entry
         return [f"MCP server '{SERVER}' {'updated' if old else 'added'}"]
 
     return edit
-
-
-def _is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name == "agents-room"
 
 
 # -- Claude Code ---------------------------------------------------------------------------------------
@@ -224,7 +178,7 @@ def _local_server_edit(path: Path, root: str, entry: dict[str, Any] | None) -> A
         projects = data.get("projects")
         if entry is None:
             servers = projects.get(root, {}).get("mcpServers", {}) if isinstance(projects, dict) else {}
-            if isinstance(servers, dict) and _is_ours(servers.get(SERVER)) :
+            if isinstance(servers, dict) and is_ours(servers.get(SERVER)):
                 del servers[SERVER]
                 return [f"local MCP server '{SERVER}' removed: agents-room on PATH is this installation"]
             return []

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     if args is None:  # help, a mistake, an abbreviation: argparse says it as the CLI would
-        from .cli import Parser
+        from .parser import Parser
 
         parser = Parser(prog="agents-room")
         add_parser(parser.add_subparsers(dest="command", required=True))
