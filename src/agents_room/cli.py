@@ -16,31 +16,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, hook, install
-from .parser import Parser
+from .parser import Parser, not_empty, seconds
 
 if TYPE_CHECKING:
     from .store import Store
     from .store.location import Location
 
 Subparsers = Any  # argparse's _SubParsersAction, which it does not name publicly
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a number of seconds >= 0, got {text[:40]!r}")
-    return value
-
-
-def not_empty(text: str) -> str:
-    """An argparse type: any text but an empty one (an empty --db would silently mean the default)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return text
 
 
 def location(args: argparse.Namespace) -> Location:

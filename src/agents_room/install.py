@@ -13,6 +13,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .parser import not_empty
+
 if TYPE_CHECKING:
     from .harness_config import Change, Store
 
@@ -29,7 +31,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
     p.add_argument("--dir", metavar="PATH", type=folder, help="the project folder (default: the current folder)")
-    p.add_argument("--command", metavar="PATH", type=command,
+    p.add_argument("--command", metavar="PATH", type=not_empty,
                    help="the agents-room executable the MCP server entry runs (default: found on PATH); "
                    "hooks run this installation's interpreter on its hook entry")
     p.add_argument("--channel", action="store_true",
@@ -46,12 +48,6 @@ def folder(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text!r} does not exist")
     if not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
-    return text
-
-
-def command(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
     return text
 
 
