@@ -37,7 +37,8 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     *[(["--db", "{fifo}", *c], {}, False, "{fifo}") for c in STORE_COMMANDS],
     *[(["--db", "{text}", *c], {}, False, "not a SQLite database") for c in STORE_COMMANDS],
     *[(["--db", "{text}/room.db", *c], {}, False, "{text}/room.db") for c in STORE_COMMANDS],
-    *[(["--db", "{unreadable}", *c], {}, True, "{unreadable}") for c in STORE_COMMANDS],
+    *[(["--db", "{unreadable}", *c], {}, True, "{unreadable} cannot be read by this user (permission denied)")
+      for c in STORE_COMMANDS],
     (["--db", "{readonly}/room.db", "serve"], {}, True, "{readonly}/room.db"),
     (["--db", "{readonly}/sub/room.db", "serve"], {}, True, "{readonly}/sub/room.db"),
     (["who"], {"AGENTS_ROOM_DB": "room.db"}, False, "relative path"),
