@@ -56,3 +56,18 @@ def test_doctor_json_and_a_missing_store_name_the_others(tmp_path: Path) -> None
     health = json.loads(doctor(home, project, "--json").stdout)
     assert health["path"] == str(home / ".agents-room" / "room.db") and health["origin"] == "the default location"
     assert health["other_stores"] == []
+
+
+def test_who_says_which_store_it_listed(tmp_path: Path) -> None:
+    home, db = tmp_path / "home", tmp_path / "team" / "room.db"
+    with Store.open(db) as store:
+        store.room_join(cwd=str(tmp_path), pid=None, label="alice")
+    listed = subprocess.run([EXE, "who"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                            env={**os.environ, "HOME": str(home), "AGENTS_ROOM_DB": str(db)})
+    assert listed.returncode == 0 and "alice" in listed.stdout
+    assert listed.stdout.splitlines()[-1] == f"store: {db} (from $AGENTS_ROOM_DB)"
+    Store.open(home / ".agents-room" / "room.db").close()
+    empty = subprocess.run([EXE, "who"], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env={k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"} | {"HOME": str(home)})
+    assert empty.stdout.startswith(f"no sessions in {home / '.agents-room' / 'room.db'} (the default location)")
+    assert "agents-room doctor lists the stores it finds" in empty.stdout

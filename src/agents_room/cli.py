@@ -130,13 +130,16 @@ def who(args: argparse.Namespace) -> int:
 
         _print_json([dataclasses.asdict(m) for m in members])
         return 0
+    origin = store.location.origin
     if not members:
-        print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path}")
+        print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
+              "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
     rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, m.autonomy, _ago(m.last_seen),
               ",".join(m.rooms) or "-", m.cwd] for m in members]
     print(_table(rows))
+    print(f"store: {store.path} ({origin})")
     return 0
 
 
