@@ -89,12 +89,9 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
 
 @pytest.fixture(scope="module")
 def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Folders the unprivileged runs can reach (pytest's own tmp folders are 0700)."""
+    """The places the bad values name. The runs without root's DAC capabilities keep the same
+    user, the owner of all of them, so the modes below are what decides."""
     root = Path(tmp_path_factory.mktemp("bad-input"))
-    root.chmod(0o755)
-    for parent in root.parents:
-        if str(parent).startswith(str(Path(tmp_path_factory.getbasetemp()).parent)) and parent != Path("/tmp"):
-            parent.chmod(parent.stat().st_mode | 0o111)  # traversable
     (root / "dir").mkdir()
     os.mkfifo(root / "fifo")
     (root / "text").write_text("notes, not a database\n" * 50)
@@ -105,7 +102,6 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "bad_json").mkdir()
     (root / "bad_json" / ".mcp.json").write_text("{not json")
     (root / "home").mkdir()
-    (root / "home").chmod(0o777)
     Store.open(root / "store.db").close()
     return {name: str(root / name) for name in ("dir", "fifo", "text", "unreadable", "readonly", "bad_json",
                                                  "home")} | {"store": str(root / "store.db"), "root": str(root)}
