@@ -80,9 +80,11 @@ def cpu_s(match: str | int) -> float:
     tick, total = os.sysconf("SC_CLK_TCK"), 0.0
     for entry in [str(match)] if isinstance(match, int) else os.listdir("/proc"):
         try:
-            if isinstance(match, int) or (entry.isdigit() and match in Path(f"/proc/{entry}/cmdline").read_text(errors="replace")):
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / tick
+            if isinstance(match, str) and not (
+                    entry.isdigit() and match in Path(f"/proc/{entry}/cmdline").read_text(errors="replace")):
+                continue
+            fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick
         except OSError:
             continue
     return total
@@ -185,7 +187,8 @@ def throughput(browser: Any, tmp: Path, scenario: Path, duration: float, rounds:
     off, on = statistics.median(runs["without"]), statistics.median(runs["with"])
     return {"scenario": str(scenario), "duration_s": duration, "rounds": rounds, "ops_per_s": runs,
             "median_without": off, "median_with": on, "cpu_while_watched": cpu,
-            "watched_run_wall_s": walls, "watchers_share_of_machine_cpu_percent": share(cpu, walls), "cost_percent": round(100 * (1 - on / off), 2),
+            "watched_run_wall_s": walls, "watchers_share_of_machine_cpu_percent": share(cpu, walls),
+            "cost_percent": round(100 * (1 - on / off), 2),
             "load_at_start_of_each_run": loads, "load": load()}
 
 
