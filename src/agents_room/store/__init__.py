@@ -2,7 +2,7 @@
 
 :class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
 and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`); the rules themselves live in one module per concept.
+the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
 """
 
 from __future__ import annotations
@@ -103,11 +103,15 @@ class Store:
         location = where if isinstance(where, Location) else resolve(where)
         if busy_timeout_s is None:
             busy_timeout_s = float(os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", DEFAULT_BUSY_TIMEOUT_S))
-        if location.engine != "sqlite":
-            raise StoreError(
-                f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
-                "install it with: pip install 'agents-room[postgres]'"
-            )
+        if location.engine == "postgresql":
+            try:
+                from . import postgres
+            except ImportError:
+                raise StoreError(
+                    f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
+                    "install it with: pip install 'agents-room[postgres]'"
+                ) from None
+            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location)
         if not create and not location.path.exists():
             raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
                              "is created when the first agent joins: check the location if you expected one here")
