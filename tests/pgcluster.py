@@ -112,6 +112,19 @@ def start_cluster(user: str = "agents") -> Cluster:
     return cluster
 
 
+def new_schema(cluster: Cluster) -> str:
+    """Create an empty schema (faster than a database: ~5 ms) and return a store URL whose
+    search_path is that schema."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return f"{cluster.url()}&options=-csearch_path%3D{name}"
+
+
 def wait_ready(url: str, seconds: float = 10.0) -> None:
     import psycopg
 
