@@ -1,5 +1,6 @@
 """Several real OS processes (spawned: a fresh interpreter each, no inherited connection)
-claim, renew and release the same few paths with one-second leases through one store file.
+claim, renew and release the same few paths with one-second leases through one store (a
+SQLite file, or a PostgreSQL database).
 Afterwards the events table, replayed in seq order, must show mutual exclusion, increasing
 fencing tokens and releases of what was held; every call that failed must have failed with a
 coded error."""
@@ -147,8 +148,8 @@ def test_the_replay_accepts_shared_holders_and_a_handover() -> None:
 
 
 @pytest.mark.slow
-def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path) -> None:
-    db = tmp_path / "store" / "room.db"
+def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path, location: str) -> None:
+    db = location  # a file, or a PostgreSQL schema (every engine: tests/store/conftest.py)
     cwd = tmp_path / "work"
     cwd.mkdir()
     Store.open(db).close()
