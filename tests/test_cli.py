@@ -108,6 +108,27 @@ def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     assert health["rows"]["sessions"] == 3 and health["journal_mode"] == "wal" and health["wal_bytes"] >= 0
 
 
+def test_doctor_reports_a_postgresql_store(pg_url: str, repo: Path) -> None:
+    with Store.open(pg_url) as store:
+        store.room_join(cwd=str(repo), pid=None, label="one")
+    report = run("--db", pg_url, "doctor")
+    assert report.returncode == 0, report.stderr
+    fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
+    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == "1"
+    assert fields["server_version"].strip()[:2].isdigit() and "sessions 1" in fields["rows"]
+    health = json.loads(run("--db", pg_url, "doctor", "--json").stdout)
+    assert health["engine"] == "postgresql" and health["rows"]["sessions"] == 1
+
+
+def test_doctor_of_an_empty_postgresql_database_says_so_and_creates_nothing(pg_url: str) -> None:
+    report = run("--db", pg_url, "doctor")
+    assert report.returncode == 1 and "no agents-room schema" in report.stderr
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()[0] == 0
+
+
 def test_doctor_without_a_store_says_so_and_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "room.db"
     report = run("--db", str(missing), "doctor")

@@ -185,11 +185,17 @@ def doctor(args: argparse.Namespace) -> int:
         health = store.health()
     if args.json:
         _print_json(health)
+    elif health.get("engine") == "postgresql":
+        for key in ("engine", "path", "server_version", "schema_version"):
+            print(f"{key + ':':16}{health[key]}")
+        print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
     else:
         for key in ("path", "journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
             print(f"{key + ':':16}{health[key]}")
         print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
+    if health.get("engine") == "postgresql":
+        return 0 if health["quick_check"] == "ok" else 1
     return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
 
 

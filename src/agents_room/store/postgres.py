@@ -207,7 +207,8 @@ class Database:
             conn.execute(f"SET lock_timeout = {wait_ms}; SET statement_timeout = {wait_ms * 4}; "
                          "SET idle_in_transaction_session_timeout = 60000; SET synchronous_commit = off")
         except psycopg.Error as exc:
-            raise _translate(exc, self.location) from exc
+            words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
+            raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
         self.conn = conn
         return conn
 
