@@ -142,6 +142,7 @@ class Store:
         return sessions.resolve(tx, session_id, self.path, touch=touch)
 
     def _touch_if_stale(self, session: Caller, now: float) -> None:
+        # ``now`` is the read transaction's time (on PostgreSQL the server's, like last_seen).
         if now - session.last_seen >= TOUCH_INTERVAL_S:
             # Best effort: the read has its answer already; a writer holding the lock past
             # the bounded wait must not turn that answer into store_busy.
@@ -195,7 +196,7 @@ class Store:
             me = None if session_id is None else self._session(tx, session_id, touch=False)
             found = rooms.who(tx, scan, room, me)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return found
 
     def room_set_autonomy_cap(self, autonomy: Any, session_id: Any = None, room: Any = None) -> tuple[str, str]:
@@ -250,7 +251,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             count = messages.unread(tx, me)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return count
 
     def msg_sent(self, session_id: Any, limit: Any = None) -> list[SentMessage]:
@@ -258,7 +259,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             out = messages.sent(tx, me, n)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return out
 
     def room_history(self, session_id: Any = None, room: Any = None, limit: Any = None) -> tuple[str, list[Message]]:
@@ -273,7 +274,7 @@ class Store:
             target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
             found = messages.history(tx, target, n)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return target, found
 
     # -- leases -----------------------------------------------------------------------------------
@@ -300,14 +301,14 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             holders = leases.check(tx, bounds.path(path, me.cwd))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
     def lease_list(self, session_id: Any) -> list[LeaseView]:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             found = leases.live(tx)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
 
     # -- reads and drift --------------------------------------------------------------------------
@@ -330,7 +331,7 @@ class Store:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return drift
 
     # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------

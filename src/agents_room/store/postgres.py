@@ -135,21 +135,7 @@ class _Write:
         self.db = db
 
     def __enter__(self) -> Tx:
-        db = self.db
-        if not db._lock.acquire(timeout=db.busy_timeout_s):
-            raise StoreBusy(f"{db.location} is busy in this process; nothing was changed, try again")
-        try:
-            conn = db._connection()
-            cur = conn.execute(f"{_BEGIN_WRITE}; {_LOCK_NOW if db.server_time else _LOCK}")
-            cur.nextset()
-            now = cur.fetchone()[0]  # type: ignore[index]
-            return Tx(conn, now if db.server_time else db.clock.now())
-        except BaseException as exc:
-            db._rollback()
-            db._lock.release()
-            if isinstance(exc, psycopg.Error):
-                raise _translate(exc, db.location) from exc
-            raise
+        return self.db._begin(self.db._write_begin)
 
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         db = self.db
@@ -181,6 +167,7 @@ class Database:
         self.busy_timeout_s = busy_timeout_s
         # An unfixed clock means the server's: one clock for every host (docs/decisions.md).
         self.server_time = not getattr(clock, "fixed", False)
+        self._write_begin = f"{_BEGIN_WRITE}; {_LOCK_NOW if self.server_time else _LOCK}"
         self._lock = threading.RLock()
         self.conn: psycopg.Connection = None  # type: ignore[assignment]
         self._connection()
@@ -218,6 +205,24 @@ class Database:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
 
+    def _begin(self, begin: str) -> Tx:
+        """This process's turn on the connection, then ``begin`` in one round trip (BEGIN, and a
+        statement whose one value is the server's time, read after any lock it takes)."""
+        if not self._lock.acquire(timeout=self.busy_timeout_s):
+            raise StoreBusy(f"{self.location} is busy in this process; nothing was changed, try again")
+        try:
+            conn = self._connection()
+            cur = conn.execute(begin)
+            cur.nextset()
+            now = cur.fetchone()[0]  # type: ignore[index]
+            return Tx(conn, now if self.server_time else self.clock.now())
+        except BaseException as exc:
+            self._rollback()
+            self._lock.release()
+            if isinstance(exc, psycopg.Error):
+                raise _translate(exc, self.location) from exc
+            raise
+
     def write(self) -> _Write:
         """One write transaction, holding the store's write lock (see the module docstring).
         Waiting for it is bounded by ``lock_timeout``; past it, ``StoreBusy``."""
@@ -226,14 +231,9 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
         """One read transaction: one snapshot, never blocks writers, never waits for them."""
-        if not self._lock.acquire(timeout=self.busy_timeout_s):
-            raise StoreBusy(f"{self.location} is busy in this process; nothing was changed, try again")
+        tx = self._begin(f"{_BEGIN_READ}; {_NOW}")
         try:
-            conn = self._connection()
-            cur = conn.execute(f"{_BEGIN_READ}; {_NOW}")
-            cur.nextset()
-            now = cur.fetchone()[0]  # type: ignore[index]
-            yield Tx(conn, now if self.server_time else self.clock.now())
+            yield tx
         except psycopg.Error as exc:
             raise _translate(exc, self.location) from exc
         finally:
@@ -281,9 +281,12 @@ def open_database(location: Location, clock: Clock, busy_timeout_s: float, *, cr
     return db
 
 
+_TABLES_HERE = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+
+
 def _version(db: Database) -> int | None:
     with db.read() as tx:
-        if tx.scalar("SELECT to_regclass('agents_room_meta')") is None:
+        if "agents_room_meta" not in {r[0] for r in tx.all(_TABLES_HERE)}:
             return None
         return int(tx.scalar("SELECT value FROM agents_room_meta WHERE key = 'schema_version'"))
 
@@ -307,10 +310,12 @@ def _migrate(db: Database, create: bool) -> None:
         conn = db._connection()
         try:
             conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
-            if conn.execute("SELECT to_regclass('agents_room_meta')").fetchone()[0] is None:  # type: ignore[index]
-                others = conn.execute(
-                    "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()[0]  # type: ignore[index]
-                if others:
+            # pg_tables, not to_regclass: the name cache of this backend may still say "absent"
+            # (an advisory lock, unlike a table lock, reads no cache invalidations), while a
+            # catalog query sees what the process that held the lock before us committed.
+            tables = {r[0] for r in conn.execute(_TABLES_HERE).fetchall()}
+            if "agents_room_meta" not in tables:
+                if tables:
                     raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
                                      "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
                 conn.execute(script)
