@@ -79,3 +79,19 @@ def rows(store: Store, sql: str, params: tuple = ()) -> list[tuple]:
     """Rows of a query in a read transaction of the store, on either engine."""
     with store.db.read() as tx:
         return tx.all(sql, params)
+
+
+def checker_problems(events: list) -> list:
+    """What the simulator's own checker (its replay of events in seq order through its model:
+    exclusion by time, tokens, releases, deliveries) finds wrong in a store's events."""
+    import importlib
+
+    for name in ("sim.replay", "sim.check.replay"):  # sim/ is being regrouped (issue 13)
+        try:
+            module = importlib.import_module(name)
+            break
+        except ImportError:
+            continue
+    else:
+        raise ImportError("the simulator's replay (sim.replay) is not importable")
+    return module.replay(events).problems

@@ -18,6 +18,8 @@ import pytest
 
 from agents_room.store import Event, Store
 
+from .conftest import checker_problems
+
 WORKERS = 6
 GRANTS = 100  # at least, in all
 SECONDS = 3.0
@@ -187,6 +189,7 @@ def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path, locatio
         events = store.events(limit=10_000_000)
         assert store.integrity_check() == "ok"
     assert replay_leases(events) == []
+    assert checker_problems(events) == []  # the simulator's checker: seq order is commit order, one clock
     assert any(e.kind == "lease_expire" for e in events)
     issued = {(e.session_id, e.payload["token"]) for e in events if e.kind in ("lease_grant", "lease_renew")}
     answered = {(r["session"], t) for r in reports for t in r["tokens"]}

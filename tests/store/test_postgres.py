@@ -17,6 +17,8 @@ import pytest
 from agents_room.store import Clock, Store, StoreBusy, StoreError
 from agents_room.store.postgres import SCHEMA_VERSION, WRITE_LOCK
 
+from .conftest import checker_problems
+
 pytestmark = pytest.mark.postgres_only
 
 # One agent in its own process, with its own clock skewed by argv[3] seconds.
@@ -57,6 +59,11 @@ def test_agents_with_skewed_clocks_share_the_servers_clock(location: str, repo: 
     after = _agent(location, repo, 3600, 600)
     assert after["ok"], "the lease of the agent whose clock is behind expired by the server's clock"
     assert after["expires_at"] < time.time() + 600 + 30  # by the server's clock, not the agent's +3600
+    with Store.open(location) as store:
+        events = store.events()
+    assert [e.kind for e in events if e.kind.startswith("lease_")] == [
+        "lease_grant", "lease_release", "lease_grant", "lease_expire", "lease_grant"]
+    assert checker_problems(events) == []  # the simulator's checker judges exclusion by these times
 
 
 def test_a_pinned_clock_is_honoured(store: Store, join, clock: Clock) -> None:
