@@ -14,7 +14,7 @@ import pytest
 from agents_room.store import Clock, Store
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-COMMANDS = ("serve", "who", "prune", "doctor")
+COMMANDS = ("serve", "who", "prune", "doctor", "copy")
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -127,6 +127,16 @@ def test_doctor_of_an_empty_postgresql_database_says_so_and_creates_nothing(pg_u
 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()[0] == 0
+
+
+def test_copy_moves_a_sqlite_store_into_postgresql(db: Path, sessions: dict[str, str], pg_url: str) -> None:
+    done = run("--db", str(db), "copy", "--to", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "sessions 3" in done.stdout and "events" in done.stdout
+    with Store.open(db) as old, Store.open(pg_url) as new:
+        assert new.events() == old.events()
+    again = run("--db", str(db), "copy", "--to", pg_url)
+    assert again.returncode == 1 and again.stderr.startswith("agents-room: store_error: ") and "not empty" in again.stderr
 
 
 def test_doctor_without_a_store_says_so_and_creates_nothing(tmp_path: Path) -> None:

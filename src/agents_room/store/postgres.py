@@ -245,6 +245,12 @@ class Database:
             if self.conn is not None:
                 self.conn.close()
 
+    def after_copy(self, tx: Tx) -> None:
+        """Rows copied with their ids (store/copy.py): the identities go on after them."""
+        for table, column in (("messages", "id"), ("events", "seq")):
+            tx.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "  # noqa: S608 (fixed names)
+                       f"coalesce(max({column}), 0) + 1, false) FROM {table}")
+
     def files(self) -> tuple:
         """No local files: the store is the server's."""
         return ()

@@ -299,6 +299,9 @@ class Database:
 
     # -- files and health -----------------------------------------------------------------
 
+    def after_copy(self, tx: Tx) -> None:
+        """Rows copied with their ids (store/copy.py): AUTOINCREMENT already goes on after them."""
+
     def files(self) -> tuple[Path, Path, Path]:
         """The database, its WAL and its shared-memory file. Never open() these: closing any
         descriptor of them drops this process's POSIX locks (a known corruption path)."""
