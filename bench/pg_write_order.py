@@ -10,7 +10,7 @@ psycopg, with the store's statements, under three schemes:
 - ``path``: the per-path lock only, token and seq from sequences: the ceiling of what finer
   locking could gain, but seq is NOT commit order (the checker's replay could not trust it).
 
-    .venv/bin/python bench/pg_write_order.py [--seconds 3] [--procs 1,4,16,64] [--sync on|off]
+    .venv/bin/python bench/pg_write_order.py [--seconds 3] [--procs 1,4,16,64] [--sync on|off (default on, the server's default)]
 
 Starts its own throwaway cluster (tests/pgcluster.py). Prints claims/s and p50/p99 latency.
 Compare ratios within one run; give the load (uptime) beside any figure.
@@ -114,7 +114,7 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--procs", default="1,4,16,64")
-    ap.add_argument("--sync", default="off", choices=["on", "off"])
+    ap.add_argument("--sync", default="on", choices=["on", "off"])
     ap.add_argument("--schemes", default="global,late,path")
     args = ap.parse_args()
     cluster = pgcluster.start_cluster()

@@ -186,13 +186,10 @@ class Database:
             wait_ms = int(self.busy_timeout_s * 1000)
             # Past the bound a lock wait fails with 55P03 (StoreBusy); a statement that runs
             # far longer than any of ours is cancelled (57014, StoreBusy) and rolled back.
-            # synchronous_commit=off is SQLite's synchronous=NORMAL here (docs/decisions.md): a
-            # crash of any client loses nothing; a crash of the server (or the machine) may
-            # drop the last commits of a fraction of a second, never leaving the data
-            # inconsistent. Syncing each commit while holding the write lock would cap the
-            # store at one fsync per write (~200 claims/s here).
+            # Durability is the server's (synchronous_commit as its DBA set it; docs/decisions.md):
+            # a commit the store reports survives what the server promises it survives.
             conn.execute(f"SET lock_timeout = {wait_ms}; SET statement_timeout = {wait_ms * 4}; "
-                         "SET idle_in_transaction_session_timeout = 60000; SET synchronous_commit = off")
+                         "SET idle_in_transaction_session_timeout = 60000")
         except psycopg.Error as exc:
             words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
             raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
