@@ -84,14 +84,6 @@ def rows(store: Store, sql: str, params: tuple = ()) -> list[tuple]:
 def checker_problems(events: list) -> list:
     """What the simulator's own checker (its replay of events in seq order through its model:
     exclusion by time, tokens, releases, deliveries) finds wrong in a store's events."""
-    import importlib
+    from sim.check.replay import replay
 
-    for name in ("sim.replay", "sim.check.replay"):  # sim/ is being regrouped (issue 13)
-        try:
-            module = importlib.import_module(name)
-            break
-        except ImportError:
-            continue
-    else:
-        raise ImportError("the simulator's replay (sim.replay) is not importable")
-    return module.replay(events).problems
+    return replay(events).problems
