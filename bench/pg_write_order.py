@@ -117,7 +117,7 @@ if __name__ == "__main__":
     ap.add_argument("--sync", default="on", choices=["on", "off"])
     ap.add_argument("--schemes", default="global,late,path")
     args = ap.parse_args()
-    cluster = pgcluster.start_cluster()
+    cluster = pgcluster.start_cluster(fsync=True)
     try:
         print(f"load: {os.getloadavg()}, synchronous_commit={args.sync}")
         with tempfile.TemporaryDirectory() as tmp:

@@ -56,6 +56,7 @@ class Cluster:
     root: Path
     port: int
     user: str
+    fsync: bool = False
 
     @property
     def data(self) -> Path:
@@ -89,7 +90,7 @@ class Cluster:
         if done.returncode:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
         opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.sockets} "
-                "-c fsync=off -c max_connections=300 -c shared_buffers=64MB")
+                f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300 -c shared_buffers=64MB")
         done = self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "start")
         if done.returncode:
             log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
@@ -100,14 +101,14 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_cluster(user: str = "agents") -> Cluster:
+def start_cluster(user: str = "agents", *, fsync: bool = False) -> Cluster:
     """Start a private cluster; raises RuntimeError when it cannot, LookupError when the
     machine has no PostgreSQL binaries."""
     bindir = find_bindir()
     if bindir is None:
         raise LookupError("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
     root = Path(tempfile.mkdtemp(prefix="agents-room-pg-"))
-    cluster = Cluster(bindir, root, _free_port(), user)
+    cluster = Cluster(bindir, root, _free_port(), user, fsync)
     try:
         cluster.start()
     except BaseException:

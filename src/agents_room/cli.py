@@ -256,7 +256,7 @@ def add_copy(subparsers: Subparsers) -> None:
         "the empty store --to (a path, or postgresql://...), ids and all, in one transaction. Refuses a target "
         "that holds anything. Stop the agents first: what they write during the copy is not in it.",
     )
-    p.add_argument("--to", required=True, metavar="STORE", help="the target store: postgresql://user@host/db, or a path")
+    p.add_argument("--to", required=True, metavar="STORE", type=not_empty, help="the target store: postgresql://user@host/db, or a path")
     p.set_defaults(run=copy)
 
 
