@@ -67,6 +67,11 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["prune", "--quiet-s", "inf"], {}, False, "--quiet-s"),
     (["prune", "--quiet-s", "1", "--dry-run", "x"], {}, False, "x"),
     (["doctor", "--json", "x"], {}, False, "x"),
+    (["copy"], {}, False, "--to"),
+    (["copy", "--to"], {}, False, "--to"),
+    (["copy", "--to", ""], {}, False, "--to"),
+    (["copy", "--to", "rel.db"], {}, False, "relative path"),
+    (["copy", "--to", "mysql://h/db"], {}, False, "mysql://"),
     (["hook", "--event"], {}, False, "--event"),
     (["hook", "--format", "yaml"], {}, False, "--format"),
     (["hook", "--timeout", "abc"], {}, False, "--timeout"),
@@ -156,7 +161,7 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     covered = set()
     for argv, env, _, _ in CASES:
         command = next((a for a in argv if not a.startswith("-") and a in {"serve", "dashboard", "who", "prune", "doctor",
-                                                                            "hook", "install"}), None)
+                                                                            "hook", "install", "copy"}), None)
         for a in argv:
             covered.add((command, a) if command and a.startswith("--") else ("--db",) if a == "--db" else ())
         if command == "install":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -105,14 +104,13 @@ def test_overview_reads_while_another_connection_holds_the_write_lock(store: Sto
     store.lease_claim(a, "a.py", ttl_s=1)
     store.clock.shift(5)
     before = store.events()
-    holder = sqlite3.connect(store.db.path, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
+    holder = Store.open(store.location, clock=store.clock, busy_timeout_s=0.2, verify=False, create=False)
     try:
-        busy = Store.open(store.db.path, clock=store.clock, busy_timeout_s=0.2, verify=False, create=False)
-        view = busy.overview()
-        busy.close()
+        with holder.db.write():  # the engine's write lock, held by another connection
+            busy = Store.open(store.location, clock=store.clock, busy_timeout_s=0.2, verify=False, create=False)
+            view = busy.overview()
+            busy.close()
     finally:
-        holder.execute("ROLLBACK")
         holder.close()
     assert [m.label for m in view.members] == ["alice"] and view.leases == []
     assert store.events() == before

@@ -2,7 +2,7 @@
 
 :class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
 and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`); the rules themselves live in one module per concept.
+the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
 """
 
 from __future__ import annotations
@@ -121,11 +121,15 @@ class Store:
         location = where if isinstance(where, Location) else resolve(where)
         if busy_timeout_s is None:
             busy_timeout_s = _busy_timeout_from_env()
-        if location.engine != "sqlite":
-            raise StoreError(
-                f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
-                "install it with: pip install 'agents-room[postgres]'"
-            )
+        if location.engine == "postgresql":
+            try:
+                from . import postgres
+            except ImportError:
+                raise StoreError(
+                    f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
+                    "install it with: pip install 'agents-room[postgres]'"
+                ) from None
+            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location)
         if not create and not location.path.exists():
             raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
                              "is created when the first agent joins: check the location if you expected one here")
@@ -156,6 +160,7 @@ class Store:
         return sessions.resolve(tx, session_id, self.path, touch=touch)
 
     def _touch_if_stale(self, session: Caller, now: float) -> None:
+        # ``now`` is the read transaction's time (on PostgreSQL the server's, like last_seen).
         if now - session.last_seen >= TOUCH_INTERVAL_S:
             # Best effort: the read has its answer already; a writer holding the lock past
             # the bounded wait must not turn that answer into store_busy.
@@ -214,7 +219,7 @@ class Store:
             with self.db.read() as tx:
                 found = rooms.who(tx, recent_scan(fresh_after=doubt), room, me)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return found
 
     def room_set_autonomy_cap(self, autonomy: Any, session_id: Any = None, room: Any = None) -> tuple[str, str]:
@@ -269,7 +274,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             count = messages.unread(tx, me)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return count
 
     def msg_sent(self, session_id: Any, limit: Any = None) -> list[SentMessage]:
@@ -277,7 +282,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             out = messages.sent(tx, me, n)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return out
 
     def room_history(self, session_id: Any = None, room: Any = None, limit: Any = None) -> tuple[str, list[Message]]:
@@ -292,7 +297,7 @@ class Store:
             target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
             found = messages.history(tx, target, n)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return target, found
 
     # -- leases -----------------------------------------------------------------------------------
@@ -319,14 +324,14 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             holders = leases.check(tx, bounds.path(path, me.cwd))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
     def lease_list(self, session_id: Any) -> list[LeaseView]:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             found = leases.live(tx)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
 
     # -- reads and drift --------------------------------------------------------------------------
@@ -349,7 +354,7 @@ class Store:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return drift
 
     # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------
