@@ -12,6 +12,7 @@ import os
 import queue
 import random
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -507,3 +508,25 @@ def test_the_wal_is_checkpointed_after_turns(tmp_path: Path, monkeypatch: pytest
         for n in range(1500):
             store.lease_claim(sid, f"f{n}.txt", ttl_s=1)
         assert store.db.wal_bytes() < 8 * 1024 * 1024, store.db.wal_bytes()
+
+
+def test_a_side_file_of_another_layout_falls_back_to_the_busy_handler(tmp_path: Path) -> None:
+    """An upgrade while old servers run: their side file has another layout. The store opens
+    and writes all the same, ordered by SQLite's busy handler, and says why; the file the
+    old servers use is left as it was."""
+    from agents_room.store import Store
+
+    db = tmp_path / "room.db"
+    Store.open(db).close()
+    side = Path(f"{db}-admission")
+    words = bytearray(side.read_bytes())
+    struct.pack_into("I", words, 4, 2)  # the layout version word: an older agents-room's
+    side.write_bytes(bytes(words))
+    with pytest.warns(RuntimeWarning, match="another layout.*fair admission is off"):
+        store = Store.open(db)
+    with store:
+        assert store.db._admission is not None and not store.db._admission.enabled
+        assert "version 2" in (store.db._admission.warning or "")
+        joined = store.room_join(cwd=str(tmp_path), pid=None)
+        assert store.lease_claim(joined.session_id, "a.py").ok
+    assert side.read_bytes() == bytes(words)

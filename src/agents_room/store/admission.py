@@ -49,6 +49,7 @@ from types import TracebackType
 from typing import Literal
 
 from .errors import InvalidArgument, StoreBusy
+from .sidefile import LayoutMismatch
 from .turnqueue import GRACE_S, SUPPORTED, TurnQueue
 
 SLICE_S = 0.002  # a holder's slice: it may take more turns within this long of its first
@@ -86,7 +87,22 @@ class WriteAdmission:
         self.path = Path(f"{db_path}-admission")
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
-        self._queue: TurnQueue | None = TurnQueue(self.path, self.timeout_s, borrow_max, borrow_s, slice_s) if SUPPORTED else None
+        self.warning: str | None = None  # why admission is off although this system supports it
+        self._queue: TurnQueue | None = None
+        if SUPPORTED:
+            try:
+                self._queue = TurnQueue(self.path, self.timeout_s, borrow_max, borrow_s, slice_s)
+            except LayoutMismatch as exc:
+                import warnings  # only here: the hook's news path opens the store
+
+                # Servers of another agents-room version queue in this file (an upgrade while
+                # old servers run): queueing beside them under another layout would garble
+                # their queue. Correctness never rests on admission, so this process leaves the
+                # order of its writers to SQLite's busy handler instead of refusing to open.
+                self.warning = (f"{exc.text}: fair admission is off in this process (SQLite's busy handler "
+                                "orders its writers); it comes back once every server is of one version and "
+                                "the file is removed while none runs")
+                warnings.warn(self.warning, RuntimeWarning, stacklevel=2)
         self._turn = _Turn(self)
 
     @property

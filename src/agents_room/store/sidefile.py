@@ -80,6 +80,11 @@ class _Timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
+class LayoutMismatch(StoreError):
+    """The side file is laid out by another version of agents-room (servers of both may run
+    during an upgrade): this process must not queue in it."""
+
+
 class SideFile:
     """One participant's open of the side file: its slot, the mutex, the queue's changes,
     the futex words. :class:`.turnqueue.TurnQueue` builds the turn on it."""
@@ -110,7 +115,8 @@ class SideFile:
                 if w[_MAGIC_W] == 0:
                     w[_VERSION_W], w[_MAGIC_W] = _VERSION, _MAGIC
                 elif w[_MAGIC_W] != _MAGIC or w[_VERSION_W] != _VERSION:
-                    raise StoreError(f"{path} is not an agents-room admission file of this version; remove it")
+                    raise LayoutMismatch(f"{path} is an admission file of another layout (version "
+                                         f"{w[_VERSION_W]}, magic {w[_MAGIC_W]:#x}; this agents-room uses {_VERSION})")
                 self._begin()
                 woken = self._unlink_locked(self.me, IDLE)  # a dead participant had this slot, maybe queued
                 w[self.rec + _PID] = self.pid
