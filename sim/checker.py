@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agents_room.store import Event
 
-from . import blackbox
+from . import blackbox, oracle, oracle_reads
 from .crosscheck import crosscheck
 from .delivery import Arithmetic, tally
 from .drift import StaleWrite, check_drift, stale_writes
@@ -28,6 +28,7 @@ from .replay import replay
 INVARIANTS = (
     "lease-exclusive", "lease-token-monotonic", "lease-release-held", "delivery-forward",
     "delivery-exactly-once", "history-events", "drift-truth", "integrity", "lease-windows",
+    *oracle.GROUPS,
 )
 Status = Literal["ok", "violated", "unknown"]
 
@@ -110,8 +111,10 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     drift_checked, drift_problems = check_drift(rep, ops, cross.owner, clock_slack_s)
     stale = stale_writes(rep, ops)
     box = blackbox.check_ops(ops)
+    orc = oracle.check_events(events, cross.owner)
+    read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, oracle.Commits.of(events, cross.owner, clock_slack_s))
     problems = [*rep.problems, *history_problems, *cross.problems, *delivery_problems, *drift_problems,
-                *box.overlaps]
+                *box.overlaps, *orc.problems, *read_problems]
     if integrity is not None and integrity != "ok":
         problems.append(Problem("integrity", f"PRAGMA integrity_check answered {integrity!r}, not 'ok'",
                                 {"answer": integrity}))
@@ -131,7 +134,7 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     checked = {
         **rep.checked, "delivery-exactly-once": arithmetic.sent + arithmetic.unexpected,
         "history-events": cross.checked, "drift-truth": drift_checked, "integrity": 1,
-        "lease-windows": box.windows,
+        "lease-windows": box.windows, **orc.checked,
     }
     tally_by = Counter(p.invariant for p in problems)
     results = {
