@@ -190,7 +190,7 @@ class Agent:
         if op.f == "room_leave_room" and got is not None:
             self.join()  # back into the room: a rejoin by harness key, same session
 
-    def _sleep_past(self, expires_at: float, longest_s: float = 1.5) -> None:
+    def _sleep_past(self, expires_at: float, longest_s: float = 1.0) -> None:
         """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``."""
         now = self.clock.now() if self.clock is not None else time.time()
         time.sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))
@@ -216,7 +216,8 @@ class Agent:
         if f == "room_who" and got:
             peers = tuple(s for s in got["sessions"] if s and s != self.session)
         stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
-        self.known = Known(held, reads, unacked, peers, k.now, stale)
+        seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen)
 
     # -- phases ------------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ class Known:
     peers: tuple[str, ...] = ()
     now: float = 0.0  # wall clock, the store's clock
     stale: tuple[str, ...] = ()  # paths whose lease ran out while the agent held it (by its clock)
+    seen: tuple[int, ...] = ()  # message ids a room_history answer showed
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,12 @@ def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random
     elif kind == "tag" and files.tags:
         to = "tag:" + rng.choice(files.tags)
     elif kind == "file" and files.paths:
-        to = "file:" + pick_path(w, files, rng).rsplit("/", 1)[-1]
+        path = pick_path(w, files, rng)
+        base = path.rsplit("/", 1)[-1]
+        # the three forms a leased path is matched in: base name, path relative to the holder's
+        # cwd (the sender's own repo layout, so it also matches other repos' holders), absolute;
+        # and a glob
+        to = "file:" + rng.choice((base, "src/" + base, path, base[:-4] + "*", "*.py"))
     else:
         kind, to = "broadcast", "*"
     args: dict[str, Any] = {"to": to}
@@ -184,6 +190,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if choice == "msg_recv":
         return Op("msg_recv", {"limit": w.recv_limit})
     if choice == "msg_ack":
+        if known.seen and rng.random() < 0.2:  # a message seen in a room's history, maybe not ours
+            return Op("msg_ack", {"message_id": rng.choice(known.seen)}, "seen")
         if not known.unacked:
             return Op("msg_recv", {"limit": w.recv_limit})
         return Op("msg_ack", {"message_id": known.unacked[0]})
