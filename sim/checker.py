@@ -111,7 +111,7 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     drift_checked, drift_problems = check_drift(rep, ops, cross.owner, clock_slack_s)
     stale = stale_writes(rep, ops)
     box = blackbox.check_ops(ops)
-    orc = oracle.check_events(events, cross.owner)
+    orc = oracle.check_events(events, cross.owner, ops, clock_slack_s)
     read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, oracle.Commits.of(events, cross.owner, clock_slack_s))
     problems = [*rep.problems, *history_problems, *cross.problems, *delivery_problems, *drift_problems,
                 *box.overlaps, *orc.problems, *read_problems]

@@ -76,16 +76,21 @@ class Oracle:
     sent_by: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (mid, seq)
     leave_at: dict[str, tuple[int, float]] = field(default_factory=dict)
     commits: Any = None  # the reads' Commits, set by oracle_reads.check_ops
+    acks: dict[tuple[Any, Any], list[Op]] = field(default_factory=lambda: defaultdict(list))
+    slack: float = 0.01
     pending_cap: tuple[str, str, float, int] | None = None
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
         self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))
 
 
-def check_events(events: list[Any], owner: dict[int, Op]) -> Oracle:
+def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), slack: float = 0.01) -> Oracle:  # type: ignore[assignment]
     """Replay ``events`` (seq order) with ``owner`` (event seq -> the op that caused it, from
-    the cross-check) and collect every rule the store broke."""
-    o = Oracle()
+    the cross-check) and ``ops`` (the history's operations) and collect every rule the store broke."""
+    o = Oracle(slack=slack)
+    for op in ops:
+        if op.f == "msg_ack" and op.outcome != "fail":
+            o.acks[(op.session, op.args.get("message_id"))].append(op)
     for ev in events:
         if ev.kind == "leave":
             o.leave_at[ev.session_id] = (ev.seq, ev.at)
@@ -325,11 +330,14 @@ def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
                 o.fail("EX2", f"message {mid} to {sid} expired unread at {stamp(at)}, but {when} and its recipient "
                        "did not leave: a lost message", seq, at, message_id=mid, session=sid, expected=exp)
     elif to == "acked":
-        for mid in items:
+        for mid in items:  # by the recipient's own ack of that message, inside its window
             o.checked["ack"] += 1
-            if op is None or op.f != "msg_ack" or op.session != sid or op.args.get("message_id") != mid:
+            mine = o.acks.get((sid, mid), ())
+            if not any(a.start - o.slack <= at and (a.end is None or a.outcome == "info" or at <= a.end + o.slack)
+                       for a in mine):
                 by = op.describe() if op else "no operation"
-                o.fail("AK1", f"message {mid} to {sid} was acked by {by}", seq, at, message_id=mid, session=sid)
+                o.fail("AK1", f"message {mid} to {sid} was acked, with no msg_ack of it by {sid} around; the event "
+                       f"went to {by}", seq, at, message_id=mid, session=sid)
     for mid in items:
         o.state[(mid, sid)] = to
         o.pair_tl[(mid, sid)].append((seq, to))

@@ -153,4 +153,5 @@ class HistoryMarksRead(Store):
 
 
 def history_marks_read(db: Path, busy_timeout_s: float) -> Store:
+    """room_history marks the caller's deliveries of the messages it shows read"""
     return HistoryMarksRead.open(db, busy_timeout_s=busy_timeout_s)
