@@ -283,7 +283,8 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
         o.checked["selectors"] += 1
         if got != want:
             extra, missing = sorted(got - want), sorted(want - got)
-            o.fail(rule, f"message {mid} from {sid} to {to!r} was delivered to {sorted(got)}; the model resolves "
+            by = f" ({op.describe()})" if op else ""
+            o.fail(rule, f"message {mid} from {sid} to {to!r}{by} was delivered to {sorted(got)}; the model resolves "
                    f"{sorted(want)} (extra {extra}, missing {missing})", seq, at, message_id=mid, session=sid,
                    answered=sorted(got), expected=sorted(want), op=op.describe() if op else None)
     me = o.sessions.get(sid)
