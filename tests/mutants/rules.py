@@ -16,6 +16,20 @@ from .mutation import rewrite
 
 # name -> (rule, module, function, old snippet, new snippet, the bug in words)
 MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
+    # -- sessions and rooms
+    "rejoin_skips_rooms": ("SR1", sessions, "join", "[(sid, r, tx.now) for r in wanted_rooms],",
+                           "[(sid, r, tx.now) for r in wanted_rooms if existing is None],",
+                           "a rejoin does not add the rooms it asks for (only a new session joins them)"),
+    "rejoin_new_session": ("SR2", sessions, "join", "existing = Session.from_row(row) if row else None",
+                           "existing = None",
+                           "the harness key of a live session makes a new session instead of rejoining it"),
+    "leave_keeps_memberships": ("SE1", sessions, "leave",
+                                'tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))', "pass",
+                                "room_leave keeps the memberships: broadcasts still reach the departed session"),
+    "message_first_room_only": ("SE5", messages, "send",
+                                '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sender.id,)',
+                                '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room LIMIT 1", (sender.id,)',
+                                "a message is stored in the sender's first room only"),
     # -- selectors
     "broadcast_to_sender": ("SE1", messages, "resolve_selector", "return _peers(tx, sender.id)",
                             "return sorted({*_peers(tx, sender.id), sender.id})",
@@ -81,6 +95,16 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                                "a shared holder's upgrade to exclusive ignores the other sharers"),
     "shared_denied_by_shared": ("LR1", leases, "claim", 'else [h for h in others if h.mode == "exclusive"]',
                                 "else others", "a shared claim is denied beside another shared holder"),
+    "renew_exclusive_only": ("LR2", leases, "renew",
+                             '"SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ?"',
+                             '"SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ? '
+                             'AND mode = \'exclusive\'"',
+                             "lease_renew looks for an exclusive lease only: a shared holder's renewal is refused"),
+    "release_exclusive_only": ("LR3", leases, "release",
+                               '"DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token"',
+                               '"DELETE FROM leases WHERE path = ? AND session_id = ? AND mode = \'exclusive\' '
+                               'RETURNING mode, token"',
+                               "lease_release deletes an exclusive lease only: a shared holder cannot release"),
     # -- leave
     "leave_keeps_leases": ("LV1", sessions, "leave", "release_all(tx, session.id, reason)", "pass",
                            "room_leave and prune leave the session's leases in place"),
@@ -105,6 +129,8 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "who_all_sessions": ("RD1", rooms, "who", "JOIN memberships m2 ON m2.room = m1.room WHERE m1.session_id = ?",
                          "JOIN memberships m2 ON m2.room = m2.room WHERE m1.session_id = ?",
                          "room_who of a session lists every live session, shared room or not"),
+    "lease_check_first_holder": ("RD3", leases, "check", "return _holders(tx, path)", "return _holders(tx, path)[:1]",
+                                 "lease_check shows the first holder only, hiding the other sharers"),
     "lease_list_one_per_path": ("RD4", leases, "live", "WHERE l.expires_at > ? ORDER BY l.path",
                                 "WHERE l.expires_at > ? GROUP BY l.path ORDER BY l.path",
                                 "lease_list shows one holder per path, hiding the other sharers"),
