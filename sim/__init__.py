@@ -1,0 +1,24 @@
+"""The simulator: many agent processes on one agents-room store, every operation recorded,
+the history checked, the figures reported (``sim run``); and the store's speed next to bare
+SQLite and a bare MCP server (``sim bench``). docs/simulator.md is the manual.
+
+``sim run``'s pipeline, a subpackage per stage::
+
+    scenario/  TOML file -> Scenario (strict tables, the [faults] plan)
+        |
+    run/       output folder, store, agent processes  <--  faults/  nemesis on the run's tick,
+        |      -> history/*.jsonl, the store's events,      through faults.control.RunControl
+        |         samples.jsonl
+    check/     history + events -> verdict (from those files alone)
+        |
+    report/    stats, plots -> report.md, report.json, *.png   (+ what each fault did)
+
+``pipeline.py`` hands each stage's output to the next (``run_scenario``); ``cli.py`` is the
+``sim`` command; ``bench/`` (``sim bench``, ``--sweep``, hook timing) stands beside.
+
+What each may import of sim, in this order, each only from those before it: ``scenario``
+and ``check`` nothing; ``faults`` scenario, check; ``run`` + faults; ``report`` + run;
+``pipeline`` + report; ``bench`` + pipeline; ``cli`` everything. Each subpackage's
+``__init__`` says so on its ``Imports from sim:`` line; tests/test_import_graph.py holds
+them to it and fails on any import cycle in sim/ or src/.
+"""

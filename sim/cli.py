@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .scenario import ScenarioError, load
+from .scenario.scenario import ScenarioError, load
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,21 +36,21 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
                      "created if absent) instead of a fresh one under --out; a file that is not a healthy agents-room "
                      "store, or one live agents use, is refused and left as it was")
-    from .bench import add_parser as add_bench
+    from .bench.bench import add_parser as add_bench
 
     add_bench(sub)
     return p
 
 
 def run_command(args: argparse.Namespace, console: Console) -> int:
-    from .layout import default_out
-    from .runner import run_scenario
+    from .pipeline import run_scenario
+    from .run.layout import default_out
 
     if args.sweep:
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
             print("sim: --no-plots applies to single runs, not --sweep", file=sys.stderr)
             return 2
-        from .bench_sweep import command as sweep_command
+        from .bench.sweep import command as sweep_command
 
         return sweep_command(args, console)
     try:
@@ -65,7 +65,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
     if args.store is not None:
-        from .layout import check_store
+        from .run.layout import check_store
 
         args.store = args.store.absolute()  # the agents run in their own folders
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         return run_command(args, console)
     if args.command == "bench":
-        from .bench import command as bench_command
+        from .bench.bench import command as bench_command
 
         return bench_command(args, console)
     return 2

@@ -95,8 +95,8 @@ def facts(out: Path) -> Facts:
     from collections import Counter
 
     from agents_room.store import Store
-    from sim import blackbox
-    from sim.history import pairs, read
+    from sim.check import blackbox
+    from sim.check.history import pairs, read
 
     history = read(out / "history.jsonl")
     claims = [(i, d) for i, d in pairs(history) if i["f"] == "lease_claim"]

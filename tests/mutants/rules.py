@@ -23,7 +23,7 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "rejoin_new_session": ("SR2", sessions, "join", "existing = Session.from_row(row) if row else None",
                            "existing = None",
                            "the harness key of a live session makes a new session instead of rejoining it"),
-    "leave_keeps_memberships": ("SE1", sessions, "leave",
+    "leave_keeps_memberships": ("SE1", rooms, "leave",
                                 'tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))', "pass",
                                 "room_leave keeps the memberships: broadcasts still reach the departed session"),
     "message_first_room_only": ("SE5", messages, "send",
@@ -106,9 +106,9 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                                'RETURNING mode, token"',
                                "lease_release deletes an exclusive lease only: a shared holder cannot release"),
     # -- leave
-    "leave_keeps_leases": ("LV1", sessions, "leave", "release_all(tx, session.id, reason)", "pass",
+    "leave_keeps_leases": ("LV1", rooms, "leave", "release_all(tx, session.id, reason)", "pass",
                            "room_leave and prune leave the session's leases in place"),
-    "leave_keeps_unread": ("LV2", sessions, "leave", "expire_unread_for(tx, session.id)", "pass",
+    "leave_keeps_unread": ("LV2", rooms, "leave", "expire_unread_for(tx, session.id)", "pass",
                            "room_leave and prune leave the session's unread deliveries unread"),
     # -- autonomy
     "rejoin_lowers": ("AU2", sessions, "_decide_autonomy", "        level = stored\n        warning = (",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Store, leases
-from sim.drivers import STORE_FACTORY_ENV, DirectDriver, open_driver, open_store
+from sim.run.drivers import STORE_FACTORY_ENV, DirectDriver, open_driver, open_store
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

@@ -1,1 +1,1 @@
-"""Tests of the store, one module per store module (a package: tests/sim has modules of the same names)."""
+"""Tests of the store, one module per store module (a package: tests/simulator has modules of the same names)."""

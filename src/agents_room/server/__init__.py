@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from .. import __version__
 from ..identity import Identity, for_stdio
 from ..store import Clock, InvalidArgument, Store
 from . import tools
+from .tools import State
 from .failures import check_arguments, describe, tool_error
 
 INSTRUCTIONS = """\
@@ -42,19 +42,6 @@ says what it probably is; room_join again if yours ended), invalid_argument: <fi
 argument), lease_not_held, not_recipient, store_busy (the store was busy: retry in a moment,
 nothing changed), store_error (the store failed; tell your human).
 """
-
-
-@dataclass
-class State:
-    """What every tool call sees: the process's store, and what the process knows of the
-    agent(s) it serves."""
-
-    store: Store
-    identity: Identity
-    # How this process can start a turn in its idle agent (``None``: it cannot, so messages to
-    # a session at autonomy ``wake`` are marked undeliverable). Set by whoever runs the server
-    # once the harness has a wake lever; room_join records it on the session.
-    wake_lever: str | None = None
 
 
 class RoomServer(MCPServer[State]):

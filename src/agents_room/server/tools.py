@@ -14,16 +14,27 @@ import dataclasses
 import functools
 import inspect
 import json
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
+from ..identity import Identity
 from ..store import Store
 
-if TYPE_CHECKING:
-    from . import RoomServer, State
+
+@dataclasses.dataclass
+class State:
+    """What every tool call sees: the process's store, and what the process knows of the
+    agent(s) it serves."""
+
+    store: Store
+    identity: Identity
+    # How this process can start a turn in its idle agent (``None``: it cannot, so messages to
+    # a session at autonomy ``wake`` are marked undeliverable). Set by whoever runs the server
+    # once the harness has a wake lever; room_join records it on the session.
+    wake_lever: str | None = None
 
 
 def _no_bool(value: Any) -> Any:
@@ -317,7 +328,7 @@ def _on_the_loop(fn: Any) -> Any:
     return call
 
 
-def register(server: RoomServer, *, on_the_loop: bool = False) -> None:
+def register(server: MCPServer[State], *, on_the_loop: bool = False) -> None:
     """``on_the_loop``: run each call on the event loop, not in a worker thread. For a stdio
     server, which serves one agent: the hop to the thread and back costs about as much CPU
     as the store's own work on a claim (~0.4 ms, docs/performance.md), and the agent waits

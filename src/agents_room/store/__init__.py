@@ -176,7 +176,7 @@ class Store:
     def room_leave(self, session_id: Any) -> None:
         """Leave every room; leases released, unread deliveries expired, tombstone kept."""
         with self.db.write() as tx:
-            sessions.leave(tx, self._session(tx, session_id, touch=True))
+            rooms.leave(tx, self._session(tx, session_id, touch=True))
 
     def room_leave_room(self, session_id: Any, room: Any) -> None:
         room = bounds.room(room)
@@ -214,7 +214,7 @@ class Store:
         with self.db.read() if dry_run else self.db.write() as tx:
             gone = sessions.prune_candidates(tx, quiet, scan)
             for s in () if dry_run else gone:
-                sessions.leave(tx, s, reason="prune")
+                rooms.leave(tx, s, reason="prune")
             return gone
 
     # -- messages ---------------------------------------------------------------------------------

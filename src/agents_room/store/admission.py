@@ -8,8 +8,9 @@ queue for it in arrival order. SQLite's lock stays the real one: correctness nev
 on this module, which only orders writers.
 
 How the turn and the queue are kept, and survive processes killed or stopped anywhere, is
-:mod:`.turnqueue`: a side file ``<db>-admission`` (0600), locks that belong to one open of
-it (several instances in one process never drop each other's), futex wake-ups.
+:mod:`.turnqueue`, on :mod:`.sidefile`: a side file ``<db>-admission`` (0600), locks that
+belong to one open of it (several instances in one process never drop each other's), futex
+wake-ups.
 
 *Slices*: every hand-over of SQLite's lock between processes costs the new holder a cold
 page cache (SQLite drops a connection's cache whenever another one has committed) and a

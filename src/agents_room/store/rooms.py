@@ -1,4 +1,4 @@
-"""Rooms: the repo room of a working directory, membership, who is here, autonomy caps."""
+"""Rooms: the repo room of a working directory, membership, leaving, who is here, autonomy caps."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 from . import bounds
 from .errors import InvalidArgument
+from .leases import release_all
 from .liveness import Liveness, ProcessScan, liveness
+from .messages import expire_unread_for
 from .sessions import COLUMNS, LEVEL, Caller, Session
 from .sqlite import Tx
 
@@ -47,6 +49,17 @@ class Member:
     autonomy: str
     last_seen: float
     liveness: Liveness
+
+
+def leave(tx: Tx, session: Caller | Session, reason: str = "leave") -> list[str]:
+    """Leave every room, release every lease, expire unread deliveries, keep a tombstone."""
+    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
+    tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))
+    release_all(tx, session.id, reason)
+    expire_unread_for(tx, session.id)
+    tx.execute("UPDATE sessions SET left_at = ? WHERE id = ?", (tx.now, session.id))
+    tx.event("leave", session.id, rooms=rooms, reason=reason)
+    return rooms
 
 
 def leave_room(tx: Tx, session: Caller, room: str) -> None:

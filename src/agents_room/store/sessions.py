@@ -220,21 +220,7 @@ def _decide_autonomy(
     return level, warning
 
 
-# -- leave and prune --------------------------------------------------------------------------
-
-
-def leave(tx: Tx, session: Caller | Session, reason: str = "leave") -> list[str]:
-    """Leave every room, release every lease, expire unread deliveries, keep a tombstone."""
-    from .leases import release_all
-    from .messages import expire_unread_for
-
-    rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
-    tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))
-    release_all(tx, session.id, reason)
-    expire_unread_for(tx, session.id)
-    tx.execute("UPDATE sessions SET left_at = ? WHERE id = ?", (tx.now, session.id))
-    tx.event("leave", session.id, rooms=rooms, reason=reason)
-    return rooms
+# -- prune (leaving is rooms.leave) -----------------------------------------------------------
 
 
 def prune_candidates(tx: Tx, quiet_s: float, scan: ProcessScan) -> list[Session]:

@@ -1,0 +1,11 @@
+"""``sim bench`` and the capacity sweep, beside the pipeline.
+
+- ``bench``: the command: groups of worker processes, the store against bare SQLite and
+  ``agents-room serve`` against a bare MCP server; ``report``: its ratios, tables, plot;
+- ``worker``: one bench process, ``python -m sim.bench.worker``; ``raw``: the raw ceiling
+  (bare ``sqlite3``); ``bare``: the bare MCP server, ``python -m sim.bench.bare``;
+- ``sweep``: ``sim run --sweep``, one full run per value, and the knee;
+- ``hook``: the hook command's wall time, ``python -m sim.bench.hook``.
+
+Imports from sim: ``scenario``, ``check``, ``faults``, ``run``, ``report`` and ``pipeline``.
+"""

@@ -1,0 +1,104 @@
+"""``sim run``'s pipeline, end to end: run the agents (with the nemesis on the run's tick
+when the scenario has ``[faults]``), put store times back on the host clock, check, count,
+report. Each stage is a subpackage (the map is in ``sim/__init__.py``); this module only
+hands one stage's output to the next.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .check import history as hist
+from .run.layout import merge_history, read_events, read_samples
+from .run.runner import Outcome, RunAborted, Runner
+from .scenario.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Result:
+    out: Path
+    verdict: str  # valid, invalid, unknown
+    exit_code: int
+    report: dict[str, Any]
+
+
+def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tuple[str, Any]:
+    """The checker's verdict; a checker that cannot run makes the verdict unknown."""
+    try:
+        from .check.checker import check
+    except ImportError as exc:
+        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"checker unavailable: {exc}"}
+    try:
+        result = check(events, records, integrity)
+    except Exception as exc:  # noqa: BLE001 (a checker bug must not cost the run's report)
+        traceback.print_exc()
+        return "unknown", {"verdict": "unknown", "violations": [], "reason": f"the checker failed: {exc!r}"}
+    return result.verdict, result
+
+
+def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
+                 store: Path | None = None, with_plots: bool = True) -> Result:
+    from .faults import clock as faultclock
+    from .report import writer as report
+    from .report import stats
+
+    runner = Runner(scenario, out, live=live, store=store)
+    nemesis = None
+    if scenario.faults:
+        from .faults.nemesis import Nemesis
+
+        nemesis = Nemesis(runner)
+    aborted = None
+    try:
+        outcome = runner.execute()
+    except RunAborted as exc:
+        aborted, outcome = str(exc), None
+    finally:
+        if nemesis:
+            nemesis.close()
+    records = merge_history(runner.layout)
+    raw_events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s, after_seq=runner.layout.first_seq)
+    samples = read_samples(runner.layout.samples)
+    # Clock-jump faults: every store time back on the host clock the history is written in.
+    events, check_records = faultclock.retime(raw_events, records, faultclock.jumps_from(
+        [r for r in samples if r.get("kind") == "fault"]))
+    if outcome is None:
+        verdict, check = "unknown", {"verdict": "unknown", "violations": [], "reason": f"run aborted: {aborted}"}
+        start_ns = min((r["time"] for r in records), default=0)
+        end_ns = max((r["time"] for r in records), default=start_ns + 1)
+        outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [], runner.timings)
+    else:
+        mark = time.monotonic()
+        verdict, check = _check(events, check_records, integrity)
+        outcome.timings["check_s"] = time.monotonic() - mark
+        if verdict == "valid" and not outcome.drained:
+            verdict = "unknown"
+    mark = time.monotonic()
+    names = [a.name for a in runner.agents]
+    figures = stats.compute(records, outcome.start_ns, outcome.end_ns, names,
+                            late_ms=scenario.open_loop.late_ms if scenario.workload.mode == "open" else None)
+    expectations = stats.expectations(scenario.expect, figures)
+    fault_summary = None
+    if nemesis:
+        from .faults import report as faultreport
+        from .run.drivers import serve_command
+
+        fault_summary = faultreport.summarize(nemesis, check_records, check, runner.layout, serve_command)
+        if fault_summary["problems"] and verdict != "invalid":
+            verdict = "invalid"
+    data = report.build(
+        runner.layout.out, scenario=scenario, verdict=verdict, check=check, figures=figures,
+        expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
+        wal_final=wal, history_len=len(records), fault_summary=fault_summary, with_plots=with_plots,
+    )
+    outcome.timings["report_s"] = time.monotonic() - mark
+    data["timings"] = outcome.timings
+    report.save(runner.layout.out, data)
+    met = all(e.met for e in expectations)
+    code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
+    report.print_summary(data, console=console)
+    return Result(runner.layout.out, verdict, code, data)

@@ -1,0 +1,333 @@
+"""The run's report: ``report.json`` (for machines: the verdict, the per-operation table,
+the invariant results, the scenario as run), ``report.md`` (for people: the verdict and
+every violation first, then the figures and the plots), and the terminal summary."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..run.drivers import STORE_FACTORY_ENV
+from .stats import Expectation, Stats
+
+MAX_LISTED = 50
+
+
+def _violation_text(v: Any) -> dict[str, Any]:
+    if isinstance(v, dict):
+        return {"invariant": v.get("invariant", ""), "message": v.get("message", str(v)), **v}
+    return {"invariant": getattr(v, "invariant", ""), "message": getattr(v, "message", str(v)),
+            "details": getattr(v, "details", {})}
+
+
+def _check_dict(check: Any) -> dict[str, Any]:
+    if isinstance(check, dict):
+        return check
+    return check.to_dict() if hasattr(check, "to_dict") else {"verdict": getattr(check, "verdict", "unknown")}
+
+
+def store_factory() -> str:
+    """The store the agents opened, so a result can be traced to its backend: the
+    ``module:callable`` of ``$SIM_STORE_FACTORY`` (agents inherit the runner's environment),
+    or ``shipped``."""
+    return os.environ.get(STORE_FACTORY_ENV, "").strip() or "shipped"
+
+
+def cost(outcome: Any, figures: Stats, driver: str) -> dict[str, Any]:
+    """What the harness costs next to the store, in CPU seconds from "go" to exit (start-up
+    left out): the agent processes; the store's own work inside them (direct: CPU time
+    inside store calls) or in the ``agents-room serve`` processes (mcp); the runner."""
+    statuses = [a.status for a in outcome.agents if a.status]
+    agents_cpu = sum(s.get("work_cpu_s", 0.0) for s in statuses)
+    store_cpu = sum(s.get("store_work_cpu_s", 0.0) for s in statuses)
+    ops = max(figures.ops + figures.drain_ops, 1)
+    harness = agents_cpu - store_cpu if driver == "direct" else agents_cpu
+    total = harness + store_cpu
+    return {
+        "driver": driver, "agents_reporting": len(statuses), "ops": ops,
+        "agents_cpu_s": agents_cpu, "store_cpu_s": store_cpu, "harness_cpu_s": harness,
+        "store_share": store_cpu / total if total else 0.0,
+        "harness_us_per_op": harness / ops * 1e6, "store_us_per_op": store_cpu / ops * 1e6,
+        "startup_cpu_s": sum(s.get("cpu_s", 0.0) - s.get("work_cpu_s", 0.0) for s in statuses),
+        "runner_cpu_s": outcome.runner_cpu_s,
+        "rss_kib_max": max((s.get("rss_kib", 0) for s in statuses), default=0),
+    }
+
+
+def _plot(draw: Any) -> str | None:
+    """One plot; a plotting failure costs that picture, never the report."""
+    try:
+        return draw()
+    except Exception:  # noqa: BLE001
+        traceback.print_exc()
+        return None
+
+
+def _draw(out: Path, figures: Stats, events: list[Any], samples: list[dict[str, Any]], faults: list[dict[str, Any]],
+          outcome: Any) -> list[str | None]:
+    """Every plot, each one's file name or ``None`` (nothing to draw, or it failed)."""
+    from . import plots
+
+    repo_of = {a.name: a.repo for a in outcome.agents}
+    return [_plot(draw) for draw in (
+        lambda: plots.latency_over_time(figures, out, faults, outcome.start_ns),
+        lambda: plots.throughput_over_time(figures, out, faults, outcome.start_ns),
+        lambda: plots.percentiles(figures, out),
+        lambda: plots.ops_per_agent(figures, out, repo_of),
+        lambda: plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s, faults=faults,
+                                      start_ns=outcome.start_ns),
+        lambda: plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
+    )]
+
+
+def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats, expectations: list[Expectation],
+          events: list[Any], samples: list[dict[str, Any]], outcome: Any, integrity: str, wal_final: int,
+          history_len: int, fault_summary: dict[str, Any] | None = None, with_plots: bool = True) -> dict[str, Any]:
+    """The report's data; the plots are drawn unless ``with_plots`` is false (``--no-plots``:
+    they take seconds per run, and matplotlib is then not even imported)."""
+    check_d = _check_dict(check)
+    violations = [_violation_text(v) for v in (getattr(check, "violations", None) or check_d.get("violations", []))]
+    faults = [r for r in samples if r.get("kind") == "fault"]
+    if fault_summary:  # a fault the system under test mishandled is a violation of its own
+        violations += [{"invariant": "faults", "message": p} for p in fault_summary["problems"]]
+    wal_max = max((r.get("wal_bytes", 0) for r in samples if r.get("kind") == "sample"), default=0)
+    pngs = _draw(out, figures, events, samples, faults, outcome) if with_plots else []
+    data = {
+        "verdict": verdict,
+        "name": scenario.name,
+        "out": str(out),
+        "started_at": dt.datetime.fromtimestamp(outcome.wall_start, dt.timezone.utc).isoformat(timespec="seconds"),
+        "run": {"driver": scenario.run.driver, "store_factory": store_factory(), "agents": scenario.agents,
+                "duration_s": figures.duration_s,
+                "ops": figures.ops, "ops_per_s": figures.per_s, "drain_ops": figures.drain_ops,
+                "history_records": history_len, "events": len(events), "drained": outcome.drained,
+                "notes": outcome.notes},
+        "operations": [r.__dict__ for r in figures.table],
+        "all": figures.all_ops.__dict__,
+        "startup": figures.startup.__dict__,
+        "fairness": figures.fairness.__dict__,
+        "store_busy": figures.store_busy,
+        "late": figures.late,
+        "wal": {"max_bytes": wal_max, "final_bytes": wal_final},
+        "integrity": integrity,
+        "violations": violations,
+        "invariants": check_d,
+        "expect": [e.__dict__ for e in expectations],
+        "expect_met": all(e.met for e in expectations),
+        "cost": cost(outcome, figures, scenario.run.driver),
+        "faults": faults,
+        "fault_summary": fault_summary,
+        "plots": [p for p in pngs if p],
+        "plots_skipped": not with_plots,
+        "scenario": scenario.to_dict(),
+        "bins": figures.bins.__dict__,
+    }
+    return data
+
+
+def save(out: Path, data: dict[str, Any]) -> None:
+    (out / "report.json").write_text(json.dumps(data, indent=1, default=str))
+    (out / "report.md").write_text(markdown(data))
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
+
+
+def _op_line(r: dict[str, Any], per_s: str | None = None) -> str:
+    per_s = f"{r['per_s']:,.1f}" if per_s is None else per_s
+    return (f"| {r['f']} | {r['count']:,} | {r['ok']:,} | {r['fail']:,} | {r['info']:,} | {per_s} | "
+            f"{_ms(r['p50_ms'])} | {_ms(r['p90_ms'])} | {_ms(r['p99_ms'])} | {_ms(r['p999_ms'])} | {_ms(r['max_ms'])} |")
+
+
+def markdown(d: dict[str, Any]) -> str:
+    run, fair, c = d["run"], d["fairness"], d["cost"]
+    mark = {"valid": "VALID", "invalid": "INVALID", "unknown": "UNKNOWN"}[d["verdict"]]
+    lines = [f"# {d['name']}: {mark}", ""]
+    lines.append(f"{run['agents']} agents, {run['driver']} driver, store `{run['store_factory']}`, "
+                 f"{run['duration_s']:.1f} s from {d['started_at']}: "
+                 f"**{run['ops']:,} operations, {run['ops_per_s']:,.0f} ops/s**, "
+                 f"{d['store_busy']:,} `store_busy`, integrity_check `{d['integrity']}`.")
+    lines.append("")
+    if d["invariants"].get("counterexample"):
+        lines += [f"**Counterexample**: {d['invariants']['counterexample']}", ""]
+    if d["violations"]:
+        lines.append(f"## Violations ({len(d['violations'])})")
+        lines.append("")
+        for v in d["violations"][:MAX_LISTED]:
+            lines.append(f"- **{v['invariant']}**: {v['message']}")
+        if len(d["violations"]) > MAX_LISTED:
+            lines.append(f"- ... and {len(d['violations']) - MAX_LISTED} more in report.json")
+    elif d["verdict"] == "valid":
+        lines.append("No violations: every invariant of `docs/history.md` held.")
+    else:
+        reason = (d["invariants"].get("reason") or "; ".join(d["invariants"].get("unknown_because") or [])
+                  or "; ".join(run["notes"]) or "see report.json")
+        lines.append(f"No verdict could be reached: {reason}.")
+    lines.append("")
+    if d["expect"]:
+        lines += ["## Expectations", "", "| bound | required | measured | |", "|---|---|---|---|"]
+        lines += [f"| {e['name']} | {e['bound']} | {e['actual']} | {'met' if e['met'] else '**missed**'} |"
+                  for e in d["expect"]]
+        lines.append("")
+    lines += _checks(d["invariants"])
+    lines += _fault_lines(d.get("fault_summary"))
+    lines += ["## Operations", "",
+              "| operation | count | ok | fail | info | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |",
+              "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    lines += [_op_line(r) for r in d["operations"]]
+    lines.append(_op_line({**d["all"], "f": "**all**"}))
+    lines.append(_op_line({**d["startup"], "f": "*start-up joins*"}, per_s="-"))
+    lines.append("")
+    lines.append("The start-up joins (each agent's joins before its first call on \"go\", made while the other "
+                 "agents were still starting) are counted on their own line, out of the rows above and **all**.")
+    lines.append("")
+    errs = {r["f"]: r["errors"] for r in [*d["operations"], d["startup"]] if r["errors"]}
+    if errs:
+        lines.append("Errors by code: " + "; ".join(
+            f"{f}: " + ", ".join(f"{k} {v:,}" for k, v in e.items()) for f, e in errs.items()) + ".")
+        lines.append("")
+    if d["late"]:
+        late = d["late"]
+        lines.append(f"Open loop: {late['late']:,} of {late['scheduled']:,} operations started more than "
+                     f"{late['late_ms']:g} ms after their intended time ({late['late_fraction']:.2%}); "
+                     f"the worst was {late['worst_ms']:,.0f} ms late. Latencies are from the intended start.")
+        lines.append("")
+    lines += ["## Fairness", "",
+              f"Jain's index over operations per agent: **{fair['jain']:.3f}** (1 = perfectly even). "
+              f"Fewest: {fair['fewest'][0]} with {fair['fewest'][1]:,}; most: {fair['most'][0]} with {fair['most'][1]:,}. "
+              f"Longest wait for a write: **{_ms(fair['longest_wait_ms'])} ms** ({fair['longest_wait']}).", "",
+              *_img(d, "agents.png", "operations per agent")]
+    lines += ["## Store", "",
+              f"WAL: largest {d['wal']['max_bytes'] / 2**20:.1f} MiB during the run, {d['wal']['final_bytes'] / 2**20:.1f} MiB "
+              f"at the end. {run['events']:,} events; {run['history_records']:,} history records; "
+              f"{run['drain_ops']:,} reads in the final drain.", "", *_img(d, "wal.png", "WAL size")]
+    lines += ["## What the harness costs", "", _cost_words(c), ""]
+    lines += ["## Plots", "", *_img(d, "latency.png", "latency over time"),
+              *_img(d, "throughput.png", "throughput over time"), *_img(d, "percentiles.png", "percentiles"),
+              *_img(d, "leases.png", "lease timeline")]
+    if d["plots_skipped"]:
+        lines += ["Plots skipped (`--no-plots`): the series behind them are `bins` in `report.json`.", ""]
+    elif d["faults"]:
+        lines += [f"Fault windows are shaded in red ({len(d['faults'])} faults).", ""]
+    if d.get("timings"):
+        lines.append("Wall time by phase: " + ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in d["timings"].items())
+                     + ".")
+        lines.append("")
+    lines += ["The scenario as run is `scenario.toml`; every figure above is in `report.json`."]
+    return "\n".join(lines) + "\n"
+
+
+def _img(d: dict[str, Any], name: str, alt: str) -> list[str]:
+    return [f"![{alt}]({name})", ""] if name in d["plots"] else []
+
+
+def _checks(inv: dict[str, Any]) -> list[str]:
+    """The checker's results: each invariant, the delivery arithmetic, the info ops, the
+    stale-holder writes."""
+    if not isinstance(inv.get("invariants"), dict):
+        return []
+    lines = ["## Invariants", "", "| invariant | result | checked | violations |", "|---|---|--:|--:|"]
+    for name, r in inv["invariants"].items():
+        status = r.get("status", "?")
+        shown = "ok" if status == "ok" else f"**{status}**"
+        lines.append(f"| {name} | {shown} | {r.get('checked', 0):,} | {r.get('violations', 0):,} |")
+    lines.append("")
+    for why in inv.get("unknown_because") or []:
+        lines.append(f"- unknown: {why}")
+    dl = inv.get("deliveries") or {}
+    if dl:
+        lines.append(f"Deliveries: {dl.get('messages', 0):,} messages to {dl.get('sent', 0):,} recipients; "
+                     f"{dl.get('delivered_once', 0):,} received exactly once, {dl.get('lost', 0)} lost, "
+                     f"{dl.get('duplicated', 0)} duplicated, {dl.get('unexpected', 0)} unexpected; "
+                     f"{dl.get('unread_recipient_gone', 0):,} unread because the recipient left, "
+                     f"{dl.get('expired', 0):,} expired, {dl.get('read_by_info_recv', 0):,} read by a recv whose "
+                     f"answer was lost, {dl.get('undrained', 0):,} undecided.")
+    info = inv.get("info") or {}
+    if info:
+        lines.append("Operations that ended `info`, settled from the events: " + "; ".join(
+            f"{f} " + ", ".join(f"{k} {v}" for k, v in c.items()) for f, c in sorted(info.items())) + ".")
+    stale = inv.get("stale_writes") or []
+    lines.append(f"Stale-holder writes (an edit carrying a token older than the latest grant; what fencing tokens are "
+                 f"for, not a violation): {len(stale)}.")
+    for w in stale[:5]:
+        lines.append(f"- {w['path']}: session {w['session']} wrote with token {w['token']} after session "
+                     f"{w['newer_session']} was granted token {w['newer_token']}")
+    lines.append("")
+    return lines
+
+
+def _fault_lines(summary: dict[str, Any] | None) -> list[str]:
+    """Faults injected per kind and what each showed (sim/faults/report.py)."""
+    if not summary:
+        return []
+    lines = ["## Faults", "", "| fault | injected | observed | missed |", "|---|--:|---|---|"]
+    for kind, row in summary["kinds"].items():
+        missed = "; ".join(sorted(set(row["missed"]))) if row["missed"] else ""
+        observed = row.get("observed") or ("-" if not row["injected"] else "")
+        shown = observed if row["exercised"] else f"**not exercised** {observed}".strip()
+        lines.append(f"| {kind} | {row['injected']} | {shown} | {missed} |")
+    lines.append("")
+    s = summary["info_settled"]
+    lines.append(f"Operations that ended `info` (kills, store errors), settled from the events: {s['found']} took "
+                 f"effect, {s['not_found']} did not, {s['unsettled']} unsettled.")
+    if summary.get("retimed"):
+        lines.append("The store's clock was jumped: every event time and lease expiry was put back on the host "
+                     "clock (from each jump's place in commit order) before checking.")
+    for p in summary["problems"]:
+        lines.append(f"- **fault handling failed**: {p}")
+    lines.append("")
+    return lines
+
+
+def _cost_words(c: dict[str, Any]) -> str:
+    where = ("inside store calls, in the agent processes" if c["driver"] == "direct"
+             else "in the `agents-room serve` processes (store and MCP server)")
+    client = "workload, history, file edits" if c["driver"] == "direct" else "workload, history, file edits, MCP client"
+    return (f"From the start signal to exit: the store's work took **{c['store_cpu_s']:.1f} CPU s** {where}, "
+            f"{c['store_us_per_op']:,.0f} µs per operation; the harness ({client}) took "
+            f"**{c['harness_cpu_s']:.1f} CPU s**, {c['harness_us_per_op']:,.0f} µs per operation. The store's share of "
+            f"the work is {c['store_share']:.0%}. Start-up (imports, joins{', servers' if c['driver'] == 'mcp' else ''}) "
+            f"took another {c['startup_cpu_s']:.1f} s in the agents; the runner {c['runner_cpu_s']:.1f} s.")
+
+
+def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console()
+    run = d["run"]
+    t = Table(title=f"{d['name']}: {run['agents']} agents, {run['driver']}, store {run['store_factory']}, "
+                    f"{run['duration_s']:.0f} s",
+              title_justify="left")
+    for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):
+        t.add_column(col, justify="left" if col == "operation" else "right")
+    for r in [*d["operations"], {**d["all"], "f": "all"}, d["startup"]]:
+        start_up = r["f"] == "start-up"
+        t.add_row(r["f"], f"{r['count']:,}", f"{r['ok']:,}", f"{r['fail']:,}", f"{r['info']:,}",
+                  "-" if start_up else f"{r['per_s']:,.0f}", _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["p999_ms"]),
+                  _ms(r["max_ms"]), style="bold" if r["f"] == "all" else "dim" if start_up else None)
+    console.print(t)
+    fair = d["fairness"]
+    console.print(f"fairness: Jain {fair['jain']:.3f}, fewest {fair['fewest'][1]:,}, most {fair['most'][1]:,}, "
+                  f"longest write wait {_ms(fair['longest_wait_ms'])} ms; store_busy {d['store_busy']:,}; "
+                  f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB")
+    for e in d["expect"]:
+        if not e["met"]:
+            console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(e['actual'])} (required {escape(e['bound'])})")
+    for v in d["violations"][:10]:
+        console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(str(v['message']))}")
+    if d["verdict"] == "unknown":
+        inv = d["invariants"]
+        for why in dict.fromkeys([inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]):
+            if why:
+                console.print(f"[yellow]unknown[/]: {escape(str(why))}")
+    color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]
+    if d["plots_skipped"]:
+        console.print("plots: skipped (--no-plots)")
+    console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {escape(d['out'])}/report.md")

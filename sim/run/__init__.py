@@ -1,0 +1,15 @@
+"""Making a run: the output folder with real git repositories and a fresh store, the agent
+processes, their workload and drivers, live progress. What it leaves is files: the
+per-process histories, the store (read back for its events), ``samples.jsonl``.
+
+- ``layout``: the output folder: make it, read back the history, events and samples;
+- ``runner``: spawn the agents, tell them go/stop/drain, sample, run the tick hooks;
+  it satisfies ``faults.control.RunControl``, which is all the nemesis sees of it;
+- ``agent``: one agent process, ``python -m sim.run.agent <config.json>``;
+- ``workload``: what an agent does next (pure, seeded); ``drivers``: how it reaches the
+  store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
+- ``progress``: the live display.
+
+Imports from sim: ``scenario``, ``check`` (the history file format) and ``faults`` (the
+agent's side of fault injection: the saboteur, the shared clock).
+"""

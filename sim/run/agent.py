@@ -1,0 +1,339 @@
+"""One fake agent: its own OS process, ``python -m sim.run.agent <config.json>``.
+
+It joins its repo room (from its working directory) and its shared rooms, says ``ready`` on
+stdout, waits for the runner's ``go <start_ns> <end_ns>`` on stdin, then runs the workload
+until ``end_ns``, recording every operation in its history file. At the deadline it says
+``stopped`` and waits for ``drain``: once every agent has stopped sending, it reads its inbox
+until empty (so loss can be decided), says ``drained <json>`` with its CPU figures and exits.
+
+Talking over stdin/stdout keeps the runner free of polling, and a runner that dies closes
+stdin, which ends the agent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..check.history import Writer, process_id
+from ..faults.clock import SharedClock
+from ..faults.saboteur import Control, Saboteur
+from ..scenario import scenario as scenario_mod
+from . import workload
+from .drivers import Driver, OpError, open_driver
+from .workload import Held, Known, Op
+
+MAX_UNACKED = 200
+
+
+@dataclass
+class Config:
+    agent: str
+    agent_no: int
+    n_agents: int
+    generation: int
+    cwd: str
+    files: list[str]
+    hot: int
+    rooms: list[str]
+    tags: list[str]
+    all_tags: list[str]
+    harness_key: str
+    db: str
+    history_dir: str
+    scenario: str
+    env: dict[str, str] = field(default_factory=dict)
+    clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
+    saboteur: bool = False  # fault injection may arm self-stops inside write transactions
+
+    @classmethod
+    def load(cls, path: str) -> Config:
+        return cls(**json.loads(Path(path).read_text()))
+
+
+class Agent:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.scn = scenario_mod.load(cfg.scenario)
+        self.w = self.scn.workload
+        self.rng = workload.agent_rng(self.scn.run.seed, cfg.agent_no, cfg.generation)
+        self.generation = cfg.generation
+        self.writer = Writer(Path(cfg.history_dir), process_id(cfg.agent_no, cfg.n_agents, cfg.generation), cfg.agent)
+        self.files = workload.Files(tuple(cfg.files), cfg.hot, tuple(cfg.all_tags), tuple(cfg.rooms))
+        self.known = Known()
+        self.session: str | None = None
+        self.sent = 0
+        self.edits = 0
+        self.last_error = ""
+        self.driver: Driver = self._open_driver()
+        # Fault injection: self-stops at moments only the agent sees, and the store clock the
+        # nemesis jumps (the agent judges its leases by the same clock as the store).
+        self.saboteur = Saboteur(tuple(cfg.files[: cfg.hot]))
+        self.clock = SharedClock(cfg.clock_file) if cfg.clock_file else None
+        store = getattr(self.driver, "store", None)
+        if cfg.saboteur:
+            self.saboteur.install(store)
+        if self.clock is not None and hasattr(getattr(store, "db", None), "clock"):
+            store.db.clock = self.clock  # type: ignore[union-attr]
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def _open_driver(self) -> Driver:
+        run = self.scn.run
+        return open_driver(run.driver, db=Path(self.cfg.db), cwd=self.cfg.cwd, env=self.cfg.env,
+                           busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s)
+
+    def _retire(self) -> None:
+        """After an ``info`` this process id may never invoke again: continue under the next."""
+        self.writer.close()
+        self.generation += 1
+        pid = process_id(self.cfg.agent_no, self.cfg.n_agents, self.generation)
+        self.writer = Writer(Path(self.cfg.history_dir), pid, self.cfg.agent)
+        self.writer.session = self.session
+
+    def record(self, f: str, args: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """Invoke, call, complete: the one path every operation takes. Returns the digest on
+        ``ok``; ``None`` on ``fail``/``info`` (the error is in the history)."""
+        shown = dict(args)
+        if "body" in shown:  # the body's size, not its bytes: histories stay small
+            shown["body_bytes"] = len(shown.pop("body"))
+        self.last_error = ""
+        self.writer.write("invoke", f, shown, extra=extra)
+        try:
+            result = self.driver.call(f, args) if f != "edit" else self._edit(args)
+        except OpError as exc:
+            self.writer.write(exc.outcome, f, shown, exc.code, extra=extra)
+            self.last_error = exc.code
+            if exc.outcome == "info":
+                self._retire()
+                if exc.code == "lost":
+                    self._reconnect()
+            return None
+        self.writer.write("ok", f, result, extra=extra)
+        return result
+
+    def _reconnect(self) -> None:
+        """The server is gone: a new one, and rejoin by harness key (same session)."""
+        try:
+            self.driver.close()
+        except Exception:  # noqa: BLE001 (the old server is already broken)
+            pass
+        self.driver = self._open_driver()
+        self.join()
+
+    # -- operations --------------------------------------------------------------------------------
+
+    def _join_args(self) -> dict[str, Any]:
+        return {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
+                "harness": "sim", "harness_key": self.cfg.harness_key}
+
+    def join(self) -> bool:
+        got = self.record("room_join", self._join_args())
+        if got is None:
+            return False
+        self.session = got["session_id"]
+        self.writer.session = self.session
+        return True
+
+    def _edit(self, args: dict[str, Any]) -> dict[str, Any]:
+        """Write ``<session> <token> <n>`` to the file, atomically (readers hashing it never see
+        half a write): the ground truth drift checks are judged against."""
+        self.edits += 1
+        path = args["path"]
+        content = f"{self.session} {args['token']} {self.edits}\n".encode()
+        tmp = f"{path}.{self.cfg.agent}.tmp"
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(content)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise OpError("io_error", f"{path}: {exc.strerror}", "fail") from None
+        return {"path": path, "token": args["token"], "hash": hashlib.sha256(content).hexdigest()}
+
+    def perform(self, op: Op, extra: dict[str, Any] | None = None) -> None:
+        args = dict(op.args)
+        if op.f == "msg_send":
+            self.sent += 1
+            tag = f"{self.cfg.agent}#{self.sent}"
+            args["subject"] = tag
+            if self.w.body_bytes:
+                args["body"] = workload.body(self.w.body_bytes, tag)
+        if op.f == "edit":
+            args["token"] = self.known.held[args["path"]].token
+            self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
+        if op.kind == "stale" and op.args["path"] in self.known.held:
+            self._sleep_past(self.known.held[op.args["path"]].expires_at)
+        if op.f == "churn":
+            if self.record("room_leave", {"session_id": self.session}, extra) is not None:
+                self.known = Known(peers=self.known.peers)
+                self.session = None
+                self.join()
+            return
+        if op.f == "rejoin":  # by harness key: same session, rooms kept, autonomy raised at most
+            got = self.record("room_join", {**self._join_args(), "autonomy": op.args["autonomy"]}, extra)
+            if got is not None:
+                self.session = self.writer.session = got["session_id"]
+            return
+        if op.f != "edit":
+            args["session_id"] = self.session
+        got = self.record(op.f, args, extra)
+        self._learn(op.f, args, got)
+        if op.f == "room_leave_room" and got is not None:
+            self.join()  # back into the room: a rejoin by harness key, same session
+
+    def _sleep_past(self, expires_at: float, longest_s: float = 1.0) -> None:
+        """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``."""
+        now = self.clock.now() if self.clock is not None else time.time()
+        time.sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))
+
+    def _learn(self, f: str, args: dict[str, Any], got: dict[str, Any] | None) -> None:
+        k = self.known
+        held = k.held
+        if f == "lease_claim" and got and got["ok"]:
+            held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
+        elif f == "lease_renew" and got:
+            held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
+        elif f in ("lease_release", "lease_renew") and (got is not None or self.last_error == "lease_not_held"):
+            held = {p: h for p, h in held.items() if p != args["path"]}
+        unacked = k.unacked
+        if f == "msg_recv" and got:
+            unacked = (unacked + tuple(got["message_ids"]))[-MAX_UNACKED:]
+        elif f == "msg_ack":
+            unacked = tuple(m for m in unacked if m != args["message_id"])
+        reads = k.reads
+        if f == "note_read" and got and args["path"] not in reads:
+            reads = reads + (args["path"],)
+        peers = k.peers
+        if f == "room_who" and got:
+            peers = tuple(s for s in got["sessions"] if s and s != self.session)
+        stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
+        seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen)
+
+    # -- phases ------------------------------------------------------------------------------------
+
+    def _view(self) -> Known:
+        """What the agent knows now: leases whose time is up (by the store's clock) dropped."""
+        now = self.clock.now() if self.clock is not None else time.time()
+        held = {p: h for p, h in self.known.held.items() if h.expires_at > now}
+        ran_out = tuple(p for p in self.known.held if p not in held and p not in self.known.stale)
+        self.known = replace(self.known, held=held, now=now, stale=(self.known.stale + ran_out)[-20:])
+        return self.known
+
+    def work(self, start_ns: int, end_ns: int) -> None:
+        self.perform(Op("room_who", {}))
+        if self.w.mode == "open":
+            for intended in workload.schedule(self.scn.open_loop, start_ns, end_ns, self.rng):
+                wait = intended - time.monotonic_ns()
+                if wait > 0:
+                    time.sleep(wait / 1e9)
+                if self.session is None and not self.join():
+                    continue
+                self.perform(workload.next_op(self.w, self.files, self._view(), self.rng), {"intended": intended})
+            return
+        while time.monotonic_ns() < end_ns:
+            if self.session is None and not self.join():
+                continue
+            self.perform(workload.next_op(self.w, self.files, self._view(), self.rng))
+            pause = workload.think_time(self.w.think, self.rng)
+            if pause:
+                time.sleep(max(0.0, min(pause, (end_ns - time.monotonic_ns()) / 1e9)))
+
+    def drain(self, deadline_ns: int) -> bool:
+        """Read the inbox until it is empty; ``False`` if the deadline came first."""
+        extra = {"phase": "drain"}
+        while time.monotonic_ns() < deadline_ns:
+            if self.session is None and not self.join():
+                continue
+            got = self.record("msg_recv", {"session_id": self.session, "limit": 1000}, extra)
+            if got is not None and not got["message_ids"]:
+                return True
+        return False
+
+
+def _self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _children_cpu_s() -> float:
+    """CPU of this process's running children (the ``agents-room serve`` of the mcp driver),
+    from /proc: RUSAGE_CHILDREN only counts children that have exited."""
+    ticks = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            kids = Path(f"/proc/self/task/{task}/children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            try:
+                fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    cfg = Config.load(argv[0])
+    os.chdir(cfg.cwd)
+    # Past a file size limit (the disk-full fault) a write must fail with EFBIG, not kill us.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    agent = Agent(cfg)
+    control = Control(sys.stdin, agent.saboteur)
+    try:
+        for _ in range(20):
+            if agent.join():
+                break
+            time.sleep(0.05)
+        else:
+            print("error join failed", flush=True)
+            return 1
+        print(f"ready {agent.session}", flush=True)
+        words = control.line()
+        start_ns, end_ns = int(words[1]), int(words[2])
+        direct = agent.driver.name == "direct"
+        cpu_go = _self_cpu_s()
+        store_go = agent.driver.cpu_s() if direct else _children_cpu_s()
+        agent.work(start_ns, end_ns)
+        print("stopped", flush=True)
+        words = control.line()
+        drained = agent.drain(time.monotonic_ns() + int(float(words[1]) * 1e9))
+        store_cpu = agent.driver.cpu_s() if direct else 0.0
+        agent.driver.close()
+        if not direct:
+            store_cpu = agent.driver.cpu_s()
+        cpu = _self_cpu_s()
+        # Figures from "go" on leave out start-up (imports, spawning the server, joining).
+        status = {"drained": drained, "cpu_s": cpu, "store_cpu_s": store_cpu, "work_cpu_s": cpu - cpu_go,
+                  "store_work_cpu_s": store_cpu - store_go, "driver": agent.driver.name, "session": agent.session,
+                  "rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+        print("drained " + json.dumps(status), flush=True)
+        return 0
+    except SystemExit:
+        raise
+    except BaseException:
+        traceback.print_exc()
+        print("error " + traceback.format_exc().splitlines()[-1], flush=True)
+        return 1
+    finally:
+        agent.writer.close()
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Everything is written and closed: skip the interpreter's teardown, which takes seconds
+    # per process once the MCP SDK is loaded, and is pure waiting for the runner.
+    os._exit(code)

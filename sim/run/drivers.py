@@ -1,0 +1,262 @@
+"""How an agent reaches the store: ``direct`` calls :class:`agents_room.store.Store` in the
+agent's own process (the most pressure one process can put on the file); ``mcp`` spawns a
+real ``agents-room serve`` over stdio and calls its tools through the SDK's client (what a
+harness does in production).
+
+Both answer :meth:`Driver.call` with the *result digest* of ``docs/history.md``, or raise
+:class:`OpError` carrying the stable error code and whether the outcome is ``fail`` (it
+definitely did not happen) or ``info`` (it may have).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..check.history import outcome_of
+
+
+class OpError(Exception):
+    def __init__(self, code: str, text: str, outcome: Literal["fail", "info"] | None = None) -> None:
+        super().__init__(f"{code}: {text}")
+        self.code = code
+        self.text = text
+        self.outcome = outcome or outcome_of(code)
+
+
+class Driver(Protocol):
+    name: str
+
+    def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]: ...
+
+    def cpu_s(self) -> float:
+        """CPU seconds spent serving this agent's calls (the store's share of the work)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+# -- digests: the same for the store's dataclasses and the server's JSON ------------------------
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    if obj is None:
+        return default
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _holder_id(holder: Any) -> str | None:
+    if holder is None or isinstance(holder, str):
+        return holder
+    return _get(holder, "session_id")
+
+
+def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
+    """The small, checkable part of a tool's answer (``docs/history.md``, result digests)."""
+    if f == "room_join":
+        return {"session_id": _get(result, "session_id"), "rooms": list(_get(result, "rooms", [])),
+                "autonomy": _get(result, "autonomy")}
+    if f == "msg_send":
+        return {"message_id": _get(result, "message_id"), "recipients": list(_get(result, "recipients", [])),
+                "op": args.get("subject")}
+    if f == "msg_recv":
+        messages = _get(result, "messages", []) or []
+        return {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages]}
+    if f == "msg_ack":
+        return {"message_id": args["message_id"]}
+    if f == "lease_claim":
+        lease = _get(result, "lease")
+        holder = _get(result, "holder")
+        return {"ok": bool(_get(result, "ok")), "token": _get(lease, "token"), "mode": _get(lease or holder, "mode"),
+                "expires_at": _get(lease or holder, "expires_at"), "holder": _holder_id(holder)}
+    if f == "lease_renew":
+        lease = _get(result, "lease", result) if isinstance(result, dict) and "lease" in result else result
+        return {"token": _get(lease, "token"), "expires_at": _get(lease, "expires_at"), "mode": _get(lease, "mode")}
+    if f == "note_read":
+        return {"hash": result if isinstance(result, str) else _get(result, "hash")}
+    if f == "drift_check":
+        return {"severity": _get(result, "severity"), "changed": _get(result, "changed"),
+                "holder": _get(result, "holder")}
+    if f == "msg_unread":
+        return {"count": result if isinstance(result, int) else _get(result, "count")}
+    if f == "lease_check":
+        holders = _get(result, "holders") or ([_get(result, "lease")] if _get(result, "lease") else [])
+        return {"free": bool(_get(result, "free")),
+                "holders": [[_get(h, "session_id"), _get(h, "mode")] for h in holders]}
+    if f == "lease_list":
+        leases = result if isinstance(result, list) else _get(result, "leases", [])
+        return {"leases": [[_get(x, "path"), _get(x, "session_id"), _get(x, "mode"), bool(_get(x, "mine"))]
+                           for x in leases]}
+    if f == "room_history":
+        room, messages = result if isinstance(result, tuple) else (_get(result, "room"), _get(result, "messages", []))
+        return {"room": room, "message_ids": [_get(m, "id") for m in messages or []]}
+    if f == "msg_sent":
+        messages = result if isinstance(result, list) else _get(result, "messages", [])
+        return {"messages": [[_get(m, "id"), dict(_get(m, "states") or {}), _get(m, "pending")] for m in messages]}
+    if f == "room_set_autonomy_cap":
+        room, level = result if isinstance(result, tuple) else (_get(result, "room"), _get(result, "autonomy"))
+        return {"room": room, "autonomy": level}
+    if f == "room_who":
+        members = result if isinstance(result, list) else _get(result, "sessions", [])
+        return {"sessions": [_get(m, "session_id") for m in members]}
+    return {}
+
+
+# -- direct --------------------------------------------------------------------------------------
+
+
+# ``module:callable``: the store implementation the direct driver opens instead of the shipped
+# one (another backend, or a deliberately broken store under test). Called as
+# ``callable(db_path, busy_timeout_s=...)``, it returns an object with the ``Store``'s tool
+# methods and ``close()``, raising ``agents_room.store.RoomError`` subclasses for the errors.
+STORE_FACTORY_ENV = "SIM_STORE_FACTORY"
+
+
+def open_store(db: Path, busy_timeout_s: float) -> Any:
+    """The store named by ``$SIM_STORE_FACTORY``, else the shipped ``Store``."""
+    spec = os.environ.get(STORE_FACTORY_ENV, "").strip()
+    if not spec:
+        from agents_room.store import Store
+
+        return Store.open(db, busy_timeout_s=busy_timeout_s)
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name.isidentifier():
+        raise ValueError(f"{STORE_FACTORY_ENV}={spec!r}: expected module:callable, e.g. mypkg.store:open_store")
+    try:
+        factory = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"{STORE_FACTORY_ENV}={spec!r}: {exc}") from None
+    return factory(db, busy_timeout_s=busy_timeout_s)
+
+
+class DirectDriver:
+    """The store in this process. Its CPU share is measured as this thread's CPU time inside
+    each call, so the report can tell the store's work from the harness's own."""
+
+    name = "direct"
+
+    def __init__(self, db: Path, cwd: str, busy_timeout_s: float) -> None:
+        from agents_room.store import RoomError
+
+        self._room_error = RoomError
+        self.store = open_store(db, busy_timeout_s)
+        self.cwd = cwd
+        self._cpu_ns = 0
+
+    def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]:
+        start = time.thread_time_ns()
+        try:
+            if f == "room_join":
+                result = self.store.room_join(cwd=self.cwd, pid=os.getpid(), **args)
+            else:
+                result = getattr(self.store, f)(**args)
+        except self._room_error as exc:
+            raise OpError(exc.code, exc.text, "fail" if exc.definite else "info") from None
+        finally:
+            self._cpu_ns += time.thread_time_ns() - start
+        return digest(f, args, result)
+
+    def cpu_s(self) -> float:
+        return self._cpu_ns / 1e9
+
+    def close(self) -> None:
+        self.store.close()
+
+
+# -- mcp -----------------------------------------------------------------------------------------
+
+
+def serve_command() -> str:
+    """The ``agents-room`` console script of this interpreter's environment."""
+    beside = Path(sys.executable).parent / "agents-room"
+    found = str(beside) if beside.exists() else shutil.which("agents-room")
+    if not found:
+        raise OpError("store_error", "the agents-room command is not installed in this environment")
+    return found
+
+
+class McpDriver:
+    """A real ``agents-room serve`` child over stdio, driven through the SDK client on an
+    event loop in a background thread (the agent's own loop stays synchronous)."""
+
+    name = "mcp"
+
+    def __init__(self, cwd: str, env: dict[str, str], op_timeout_s: float) -> None:
+        from anyio.from_thread import start_blocking_portal
+        from mcp import Client, StdioServerParameters
+
+        self.op_timeout_s = op_timeout_s
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        params = StdioServerParameters(command=serve_command(), args=["serve"], env=env, cwd=cwd)
+        self._client_cm = self._portal.wrap_async_context_manager(Client(params, mode="legacy"))
+        try:
+            self._client = self._client_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+        self._closed = False
+
+    def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            result = self._portal.call(self._call, f, args)
+        except MCPError as exc:
+            code = "timeout" if exc.code == -32001 else "lost" if exc.code == -32000 else "mcp_error"
+            raise OpError(code, str(exc), "info") from None
+        except TimeoutError as exc:
+            raise OpError("timeout", str(exc) or "no answer in time", "info") from None
+        except (OSError, EOFError, RuntimeError) as exc:
+            raise OpError("lost", f"{type(exc).__name__}: {exc}", "info") from None
+        if result.is_error:
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            code, sep, rest = text.partition(":")
+            if not sep or " " in code.strip():
+                raise OpError("unexpected", text[:300], "info")
+            raise OpError(code.strip(), rest.strip())
+        data = result.structured_content
+        if data is None:  # fall back to the JSON the text content repeats
+            text = "".join(getattr(c, "text", "") for c in result.content)
+            data = json.loads(text) if text.strip() else {}
+        if isinstance(data, dict) and set(data) == {"result"}:  # a non-object return, wrapped
+            data = data["result"]
+        return digest(f, args, data)
+
+    async def _call(self, f: str, args: dict[str, Any]) -> Any:
+        return await self._client.call_tool(f, args, read_timeout_seconds=self.op_timeout_s)
+
+    def cpu_s(self) -> float:
+        """The server child's CPU, known once it has exited (``close``)."""
+        import resource
+
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._client_cm.__exit__(None, None, None)
+        finally:
+            self._portal_cm.__exit__(None, None, None)
+
+
+def open_driver(name: str, *, db: Path, cwd: str, env: dict[str, str], busy_timeout_s: float,
+                op_timeout_s: float) -> Driver:
+    if name == "direct":
+        return DirectDriver(db, cwd, busy_timeout_s)
+    if name == "mcp":
+        if os.environ.get(STORE_FACTORY_ENV, "").strip():  # the server opens the shipped store
+            raise ValueError(f"{STORE_FACTORY_ENV} applies to the direct driver only")
+        return McpDriver(cwd, env, op_timeout_s)
+    raise ValueError(f"unknown driver {name!r}")

@@ -1,0 +1,223 @@
+"""What an agent does next: pure functions of a seeded ``random.Random``, the scenario's
+workload and a snapshot of what the agent knows (leases it holds, files it read, messages
+it has not acked, peers it has seen). No I/O here, so a seed replays the same choices for
+the same answers.
+
+A mix entry that makes no sense in the agent's state (release with nothing held, ack with
+nothing read) becomes the operation that would make it possible next time (claim, recv),
+the way a real agent works towards what it wants to do.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..scenario.scenario import OpenLoop, Think, Workload
+
+# Operations that take SQLite's write lock (the rest are read transactions): the ones whose
+# longest latency is the "longest wait for the write lock" of the fairness table.
+WRITE_OPS = frozenset({
+    "room_join", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
+    "lease_claim", "lease_renew", "lease_release", "note_read",
+})
+
+
+@dataclass(frozen=True)
+class Held:
+    """A lease the agent believes it holds, as the store answered the grant or renewal."""
+
+    mode: str
+    token: int
+    expires_at: float  # store clock, Unix seconds
+
+
+@dataclass(frozen=True)
+class Known:
+    """A snapshot of the agent's own knowledge, the generator's only input besides the rng."""
+
+    held: dict[str, Held] = field(default_factory=dict)
+    reads: tuple[str, ...] = ()
+    unacked: tuple[int, ...] = ()
+    peers: tuple[str, ...] = ()
+    now: float = 0.0  # wall clock, the store's clock
+    stale: tuple[str, ...] = ()  # paths whose lease ran out while the agent held it (by its clock)
+    seen: tuple[int, ...] = ()  # message ids a room_history answer showed
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operation to perform: ``f`` is a tool name, ``edit`` or ``churn`` (leave every room
+    and join again: a new session); ``kind`` refines ``f`` for the report (selector kind)."""
+
+    f: str
+    args: dict[str, Any]
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class Files:
+    """The files an agent may touch: all of its repo's, the first ``hot`` of them hot."""
+
+    paths: tuple[str, ...]
+    hot: int
+    tags: tuple[str, ...] = ()
+    rooms: tuple[str, ...] = ()
+
+
+def think_time(think: Think, rng: random.Random) -> float:
+    """Seconds to wait after an answer before the next operation (closed loop)."""
+    if think.kind == "zero" or think.mean_ms <= 0:
+        return 0.0
+    if think.kind == "fixed":
+        return think.mean_ms / 1000
+    return rng.expovariate(1000 / think.mean_ms)
+
+
+def schedule(open_loop: OpenLoop, start_ns: int, end_ns: int, rng: random.Random) -> Iterator[int]:
+    """Intended start times (monotonic ns) of an open-loop agent: Poisson arrivals at the
+    given rate, or evenly spaced with a random phase. Independent of how fast answers come,
+    which is the point: a stall makes later operations late instead of hiding them."""
+    gap_ns = 1e9 / open_loop.rate_per_agent
+    t = start_ns + (rng.random() * gap_ns if open_loop.arrivals == "uniform" else rng.expovariate(1 / gap_ns))
+    while t < end_ns:
+        yield int(t)
+        t += gap_ns if open_loop.arrivals == "uniform" else rng.expovariate(1 / gap_ns)
+
+
+def pick_path(w: Workload, files: Files, rng: random.Random) -> str:
+    hot = min(files.hot, len(files.paths))
+    if hot and rng.random() < w.hot_fraction:
+        return files.paths[rng.randrange(hot)]
+    return files.paths[rng.randrange(len(files.paths))]
+
+
+def _claim(w: Workload, files: Files, known: Known, rng: random.Random, mode: str | None = None) -> Op:
+    if len(known.held) >= w.max_held:
+        return _release(known, rng)
+    path = pick_path(w, files, rng)
+    if mode is None:
+        mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
+    return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode})
+
+
+def _release(known: Known, rng: random.Random) -> Op:
+    path = rng.choice(sorted(known.held))
+    return Op("lease_release", {"path": path})
+
+
+def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
+    if kind == "session" and known.peers:
+        to = rng.choice(known.peers)
+    elif kind == "tag" and files.tags:
+        to = "tag:" + rng.choice(files.tags)
+    elif kind == "file" and files.paths:
+        path = pick_path(w, files, rng)
+        base = path.rsplit("/", 1)[-1]
+        # the three forms a leased path is matched in: base name, path relative to the holder's
+        # cwd (the sender's own repo layout, so it also matches other repos' holders), absolute;
+        # and a glob
+        to = "file:" + rng.choice((base, "src/" + base, path, base[:-4] + "*", "*.py"))
+    else:
+        kind, to = "broadcast", "*"
+    args: dict[str, Any] = {"to": to}
+    if w.message_ttl_s:
+        ttl = rng.choice(w.message_ttl_s)
+        if ttl:
+            args["ttl_s"] = ttl
+    return Op("msg_send", args, kind)
+
+
+LEVELS = ("hold", "notify", "wake")
+
+
+def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Random) -> Op:
+    """The reads, the autonomy moves, and the stale lease calls of an agent that slept."""
+    if choice == "msg_unread":
+        return Op("msg_unread", {})
+    if choice == "msg_sent":
+        return Op("msg_sent", {"limit": rng.choice((1, 5, 50))})
+    if choice == "room_history":
+        room = {"room": rng.choice(files.rooms)} if files.rooms and rng.random() < 0.7 else {}
+        return Op("room_history", {**room, "limit": rng.choice((1, 5, 50))})
+    if choice == "lease_check":
+        return Op("lease_check", {"path": pick_path(w, files, rng)})
+    if choice == "lease_list":
+        return Op("lease_list", {})
+    if choice == "rejoin":
+        return Op("rejoin", {"autonomy": rng.choice(LEVELS)})
+    if choice == "set_cap":
+        room = {"room": rng.choice(files.rooms)} if files.rooms else {}
+        return Op("room_set_autonomy_cap", {**room, "autonomy": rng.choice(LEVELS)})
+    if choice in ("renew_stale", "release_stale"):
+        # a lease that already ran out, else the one that runs out first: the agent sleeps
+        # past its expiry before the call (``Agent.perform``), as a paused agent would
+        if known.stale:
+            path = rng.choice(known.stale)
+        elif known.held:
+            path = min(known.held, key=lambda p: known.held[p].expires_at)
+        else:
+            return _claim(w, files, known, rng)
+        if choice == "renew_stale":
+            return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)}, "stale")
+        return Op("lease_release", {"path": path}, "stale")
+    raise ValueError(f"unknown mix entry {choice!r}")
+
+
+def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
+    """Draw the next operation from the mix, given what the agent knows."""
+    names, weights = zip(*[(k, v) for k, v in w.mix if v > 0], strict=True)
+    choice = rng.choices(names, weights)[0]
+    if choice == "lease_claim":
+        return _claim(w, files, known, rng)
+    if choice in ("lease_renew", "lease_release"):
+        if not known.held:
+            return _claim(w, files, known, rng)
+        if choice == "lease_release":
+            return _release(known, rng)
+        path = rng.choice(sorted(known.held))
+        return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)})
+    if choice == "edit":
+        writable = sorted(p for p, h in known.held.items()
+                          if h.mode == "exclusive" and h.expires_at - known.now > w.edit_margin_s)
+        if not writable:
+            return _claim(w, files, known, rng, mode="exclusive")
+        return Op("edit", {"path": rng.choice(writable)})
+    if choice.startswith("send_"):
+        return _send(choice.removeprefix("send_"), w, files, known, rng)
+    if choice == "msg_recv":
+        return Op("msg_recv", {"limit": w.recv_limit})
+    if choice == "msg_ack":
+        if known.seen and rng.random() < 0.2:  # a message seen in a room's history, maybe not ours
+            return Op("msg_ack", {"message_id": rng.choice(known.seen)}, "seen")
+        if not known.unacked:
+            return Op("msg_recv", {"limit": w.recv_limit})
+        return Op("msg_ack", {"message_id": known.unacked[0]})
+    if choice == "note_read":
+        return Op("note_read", {"path": pick_path(w, files, rng)})
+    if choice == "drift_check":
+        if not known.reads:
+            return Op("note_read", {"path": pick_path(w, files, rng)})
+        return Op("drift_check", {"path": rng.choice(known.reads)})
+    if choice == "room_who":
+        return Op("room_who", {})
+    if choice == "leave_room":
+        if not files.rooms:
+            return Op("room_who", {})
+        return Op("room_leave_room", {"room": rng.choice(files.rooms)})
+    if choice == "churn":
+        return Op("churn", {})
+    return _more(w, files, known, choice, rng)
+
+
+def body(n_bytes: int, tag: str) -> str:
+    """A message body of ``n_bytes`` ASCII bytes that starts with the op tag."""
+    text = f"{tag} " + "x" * n_bytes
+    return text[:n_bytes]
+
+
+def agent_rng(seed: int, agent_no: int, generation: int) -> random.Random:
+    """The agent's own stream: the same scenario seed gives each agent a different, stable one."""
+    return random.Random(f"{seed}/{agent_no}/{generation}")
