@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agents_room.store import Event
 
-from . import blackbox, oracle, oracle_reads
+from . import blackbox, oracle, oracle_reads, window
 from .crosscheck import crosscheck
 from .delivery import Arithmetic, tally
 from .drift import StaleWrite, check_drift, stale_writes
@@ -112,7 +112,7 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     stale = stale_writes(rep, ops)
     box = blackbox.check_ops(ops)
     orc = oracle.check_events(events, cross.owner, ops, clock_slack_s)
-    read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, oracle.Commits.of(events, cross.owner, clock_slack_s))
+    read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, window.Commits.of(events, cross.owner, clock_slack_s))
     problems = [*rep.problems, *history_problems, *cross.problems, *delivery_problems, *drift_problems,
                 *box.overlaps, *orc.problems, *read_problems]
     if integrity is not None and integrity != "ok":

@@ -16,72 +16,18 @@ Rule ids and groups: ``sim/check/rules.py``; the audit: docs/history.md.
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import os
-from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
-from .model import Problem, stamp
+from .model import stamp
 from .operation import Op
-from .rules import GROUPS, problem
+from .oracle_leases import on_expire, on_grant, on_release, on_renew
+from .oracle_state import EPS, LEVEL, UNREAD, Hold, Oracle, Sess
+from .rules import GROUPS
+from .window import Commits, window
 
-__all__ = ["GROUPS", "Commits", "Oracle", "check_events", "recipients", "window"]
-
-LEVEL = {"hold": 0, "notify": 1, "wake": 2}
-UNREAD = frozenset({"stored", "offered", "accepted", "undeliverable"})
-CLAIM_TTL_S = 600.0
-EPS = 1e-6  # the store adds ttl_s to the same float the event records as ``at``
-
-
-@dataclass
-class Sess:
-    rooms: set[str]
-    tags: frozenset[str]
-    cwd: str | None
-    autonomy: str
-    harness_key: str | None
-    live: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Hold:
-    session: str
-    mode: str
-    token: int
-    expires_at: float  # the model's: grant time + the client's ttl_s
-    ttl: float
-    store_expires: float  # what the store's event said (the existing lease model judges by it)
-
-
-@dataclass
-class Oracle:
-    problems: list[Problem] = field(default_factory=list)
-    checked: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    sessions: dict[str, Sess] = field(default_factory=dict)
-    caps: dict[str, str] = field(default_factory=dict)
-    leases: dict[str, dict[str, Hold]] = field(default_factory=lambda: defaultdict(dict))
-    held_paths: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
-    expires: dict[int, float | None] = field(default_factory=dict)  # message id -> model expiry
-    sender: dict[int, str] = field(default_factory=dict)
-    state: dict[tuple[int, str], str] = field(default_factory=dict)
-    unread: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
-    # timelines for the reads: (at, snapshot) in seq order
-    lease_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=lambda: defaultdict(list))
-    unread_tl: dict[str, list[tuple[int, frozenset[int]]]] = field(default_factory=lambda: defaultdict(list))
-    member_tl: list[tuple[int, dict[str, frozenset[str]]]] = field(default_factory=list)
-    pair_tl: dict[tuple[int, str], list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))
-    room_msgs: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (mid, seq)
-    sent_by: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (mid, seq)
-    leave_at: dict[str, tuple[int, float]] = field(default_factory=dict)
-    commits: Any = None  # the reads' Commits, set by oracle_reads.check_ops
-    acks: dict[tuple[Any, Any], list[Op]] = field(default_factory=lambda: defaultdict(list))
-    slack: float = 0.01
-    pending_cap: tuple[str, str, float, int] | None = None
-
-    def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
-        self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))
+__all__ = ["GROUPS", "UNREAD", "Commits", "Hold", "Oracle", "check_events", "recipients", "window"]
 
 
 def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), slack: float = 0.01) -> Oracle:  # type: ignore[assignment]
@@ -372,144 +318,8 @@ def _read(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
                    seq, at, session=sid, answered=answer[:50], expected=want[:50])
 
 
-# -- leases -------------------------------------------------------------------------------------------
-
-
-def _put(o: Oracle, path: str, hold: Hold) -> None:
-    o.leases[path][hold.session] = hold
-    o.held_paths[hold.session].add(path)
-
-
-def _drop(o: Oracle, path: str, sid: str) -> Hold | None:
-    o.held_paths[sid].discard(path)
-    return o.leases[path].pop(sid, None)
-
-
-def _grant(o: Oracle, ev: Any, op: Op | None) -> None:
-    sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
-    args = op.args if op is not None and op.f == "lease_claim" else None
-    mode = str(p.get("mode"))
-    expires = float(p.get("expires_at", at))
-    ttl = expires - at
-    if args is not None:
-        o.checked["lease-ttl"] += 1
-        ttl = float(args.get("ttl_s") or CLAIM_TTL_S)
-        asked = args.get("mode") or "exclusive"
-        if abs(expires - (at + ttl)) > EPS:
-            o.fail("LT1", f"{path}: {op.describe()} asked ttl_s {ttl}; granted at {stamp(at)} until {stamp(expires)}, "
-                   f"not {stamp(at + ttl)}", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
-        if mode != asked:
-            o.fail("LT4", f"{path}: {op.describe()} asked {asked}, was granted {mode}", seq, at, path=path, session=sid)
-        expires, mode = at + ttl, asked
-    for h in o.leases[path].values():  # (a conflict by the store's own expiry is lease-exclusive's)
-        if (h.session != sid and h.store_expires <= at < h.expires_at - EPS
-                and (mode == "exclusive" or h.mode == "exclusive")):
-            o.fail("LT3", f"{path}: session {sid} was granted {mode} while session {h.session} held it {h.mode} "
-                   f"until {stamp(h.expires_at)} by the ttl_s it asked", seq, at, path=path, session=sid,
-                   other=h.session)
-    _put(o, path, Hold(sid, mode, int(p.get("token") or 0), expires, ttl, float(p.get("expires_at", expires))))
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
-
-
-def _renew(o: Oracle, ev: Any, op: Op | None) -> None:
-    sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
-    mine = o.leases[path].get(sid)
-    o.checked["lease-rules"] += 1
-    if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
-        o.fail("LR4", f"{path}: session {sid} renewed at {stamp(at)}, but its lease ran out at "
-               f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
-    expires = float(p.get("expires_at", at))
-    ttl = expires - at
-    if op is not None and op.f == "lease_renew" and mine is not None:
-        o.checked["lease-ttl"] += 1
-        ttl = float(op.args["ttl_s"]) if op.args.get("ttl_s") is not None else mine.ttl
-        if abs(expires - (at + ttl)) > EPS:
-            o.fail("LT2", f"{path}: {op.describe()} renewed until {stamp(expires)}, not {stamp(at + ttl)} "
-                   f"(ttl_s {ttl})", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
-        expires = at + ttl
-    _put(o, path, Hold(sid, mine.mode if mine else str(p.get("mode")), int(p.get("token") or 0), expires, ttl,
-                       float(p.get("expires_at", expires))))
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
-
-
-def _release(o: Oracle, ev: Any, op: Op | None) -> None:
-    sid, seq, at, path = ev.session_id, ev.seq, ev.at, ev.path
-    mine = _drop(o, path, sid)
-    if ev.payload.get("reason") == "release":
-        o.checked["lease-rules"] += 1
-        if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
-            o.fail("LR4", f"{path}: session {sid} released at {stamp(at)}, but its lease ran out at "
-                   f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
-
-
-def _expire(o: Oracle, ev: Any, op: Op | None) -> None:
-    sid, seq, at, path = ev.session_id, ev.seq, ev.at, ev.path
-    mine = _drop(o, path, sid)
-    o.checked["lease-ttl"] += 1
-    if mine is not None and mine.expires_at > at + EPS and mine.store_expires <= at:  # (else lease-release-held's)
-        o.fail("LT3", f"{path}: the lease of session {sid} was swept at {stamp(at)}, before {stamp(mine.expires_at)} "
-               "(the ttl_s its client asked)", seq, at, path=path, session=sid, expected=mine.expires_at)
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
-
-
 _HANDLERS = {
     "join": _join, "leave": _leave, "leave_room": _leave_room, "cap": _cap, "autonomy": _autonomy,
-    "send": _send, "delivery": _delivery, "lease_grant": _grant, "lease_renew": _renew,
-    "lease_release": _release, "lease_expire": _expire,
+    "send": _send, "delivery": _delivery, "lease_grant": on_grant, "lease_renew": on_renew,
+    "lease_release": on_release, "lease_expire": on_expire,
 }
-
-
-@dataclass
-class Commits:
-    """When each event may have committed: no earlier than its ``at`` (the transaction's start)
-    and no later than the completion of the op that caused it, or of any later event's op
-    (commits come in seq order). A read's snapshot may fall anywhere in its window, so a state
-    is possible for a read if it may have been committed and not yet replaced inside it."""
-
-    seqs: list[int]
-    earliest: list[float]  # prefix max of at
-    latest: list[float]  # suffix min of the owning ops' completions
-    cache: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, events: list[Any], owner: dict[int, Op], slack: float) -> Commits:
-        seqs = [e.seq for e in events]
-        earliest, latest, top = [], [0.0] * len(events), float("-inf")
-        for e in events:
-            top = max(top, e.at)
-            earliest.append(top)
-        low = float("inf")
-        for i in range(len(events) - 1, -1, -1):
-            op = owner.get(events[i].seq)
-            if op is not None and op.end is not None:
-                low = min(low, op.end + slack)
-            latest[i] = max(low, earliest[i])
-        return cls(seqs, earliest, latest)
-
-    def span(self, seq: int) -> tuple[float, float]:
-        i = bisect.bisect_left(self.seqs, seq)
-        return self.earliest[i], self.latest[i]
-
-
-def window(timeline: list[tuple[int, Any]], lo: float, hi: float, empty: Any,
-           commits: Commits) -> list[tuple[Any, float, float]]:
-    """The states a timeline (``(seq, state)`` in seq order) may have shown a read whose
-    snapshot fell in [lo, hi], each with the stretch of the window it may have held:
-    ``(state, from, to)``. Before the first entry the state is ``empty``."""
-    cached = commits.cache.get(id(timeline))
-    if cached is None or len(cached[0]) != len(timeline):
-        spans = [commits.span(seq) for seq, _ in timeline]
-        cached = commits.cache[id(timeline)] = ([a for a, _ in spans], [b for _, b in spans])
-    earliest, latest = cached
-    i = bisect.bisect_left(latest, lo)  # entries before i surely committed before lo
-    out = []
-    state, start = (timeline[i - 1][1] if i else empty), lo
-    while True:
-        nxt_at = earliest[i] if i < len(timeline) else float("inf")
-        nxt_latest = latest[i] if i < len(timeline) else float("inf")
-        out.append((state, start, max(start, min(hi, nxt_latest))))
-        if i >= len(timeline) or nxt_at > hi:
-            return out
-        state, start = timeline[i][1], max(lo, nxt_at)
-        i += 1

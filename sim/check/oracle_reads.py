@@ -13,7 +13,8 @@ from typing import Any
 
 from .model import Problem
 from .operation import Op
-from .oracle import UNREAD, Commits, Hold, Oracle, window
+from .oracle_state import UNREAD, Hold, Oracle
+from .window import Commits, window
 from .rules import problem
 
 NOTHING: tuple[Hold, ...] = ()
