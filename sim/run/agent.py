@@ -66,6 +66,7 @@ class Agent:
         self.scn = scenario_mod.load(cfg.scenario)
         self.w = self.scn.workload
         self.rng = workload.agent_rng(self.scn.run.seed, cfg.agent_no, cfg.generation)
+        self.join_rng = workload.agent_rng(self.scn.run.seed, cfg.agent_no, cfg.generation + 1_000_000)
         self.generation = cfg.generation
         self.writer = Writer(Path(cfg.history_dir), process_id(cfg.agent_no, cfg.n_agents, cfg.generation), cfg.agent)
         self.files = workload.Files(tuple(cfg.files), cfg.hot, tuple(cfg.all_tags), tuple(cfg.rooms))
@@ -137,7 +138,12 @@ class Agent:
                 "harness": "sim", "harness_key": self.cfg.harness_key}
 
     def join(self) -> bool:
-        got = self.record("room_join", self._join_args())
+        """Join (or rejoin by harness key). In a mix with ``rejoin``, a join asks a drawn level
+        too (from its own stream, so the workload's draws stay as they were)."""
+        args = self._join_args()
+        if self.w.weights().get("rejoin", 0) > 0:
+            args["autonomy"] = self.join_rng.choice(workload.LEVELS)
+        got = self.record("room_join", args)
         if got is None:
             return False
         self.session = got["session_id"]

@@ -111,6 +111,8 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "leave_keeps_unread": ("LV2", rooms, "leave", "expire_unread_for(tx, session.id)", "pass",
                            "room_leave and prune leave the session's unread deliveries unread"),
     # -- autonomy
+    "new_session_ignores_ask": ("AU1", sessions, "_decide_autonomy", 'level = asked or "notify"', 'level = "notify"',
+                                "a new session starts at notify whatever level it asked"),
     "rejoin_lowers": ("AU2", sessions, "_decide_autonomy", "        level = stored\n        warning = (",
                       "        level = asked\n        warning = (",
                       "a rejoin that asks a lower level gets it (with the refusal's warning)"),
