@@ -60,6 +60,8 @@ class Verdict:
     integrity: str | None
     unknown_because: tuple[str, ...]
     counts: dict[str, int]  # events, ops, windows, ...
+    # the oracle's rules broken: rule id -> invariant, violations, the first counterexample
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -78,6 +80,7 @@ class Verdict:
             "integrity": self.integrity,
             "unknown_because": list(self.unknown_because),
             "counts": self.counts,
+            "rules": self.rules,
         }
 
 
@@ -158,7 +161,21 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
         counts={"events": rep.events, "ops": len(ops), "history_records": len(history),
                 "lease_windows": box.windows, "exclusive_windows": box.exclusive_windows,
                 "stale_writes": len(stale)},
+        rules=_rules(problems),
     )
+
+
+def _rules(problems: list[Problem]) -> dict[str, dict[str, Any]]:
+    """Each broken rule of the oracle with its count and its first counterexample (by commit
+    order, else by the op's completion)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in sorted((p for p in problems if p.details.get("rule")),
+                    key=lambda p: (p.details.get("seq") is None, p.details.get("seq") or p.details.get("wall") or 0)):
+        rule = p.details["rule"]
+        if rule not in out:
+            out[rule] = {"invariant": p.invariant, "violations": 0, "first": p.message}
+        out[rule]["violations"] += 1
+    return dict(sorted(out.items()))
 
 
 def _listed(problems: list[Problem], max_listed: int) -> tuple[Violation, ...]:

@@ -295,3 +295,15 @@ def test_a_read_may_see_the_state_before_an_event_that_committed_late() -> None:
     drain(r, "B")
     v = r.check()
     assert v.verdict == "valid", v.violations
+
+
+def test_the_verdict_names_each_broken_rule_with_its_first_counterexample() -> None:
+    r = three()
+    r.send("A", "*", ["A", "B"])
+    r.send("A", "*", ["A", "B"])
+    r.send("A", "*", ["B", "C"])
+    v = r.check()
+    assert set(v.rules) == {"SE1"} and v.rules["SE1"]["violations"] == 3
+    assert v.rules["SE1"]["invariant"] == "selectors"
+    assert v.rules["SE1"]["first"].startswith("[SE1] seq 4 ") and "extra ['A']" in v.rules["SE1"]["first"]
+    assert v.to_dict()["rules"] == v.rules
