@@ -196,7 +196,7 @@ class Agent:
         if op.f == "room_leave_room" and got is not None:
             self.join()  # back into the room: a rejoin by harness key, same session
 
-    def _sleep_past(self, expires_at: float, longest_s: float = 1.0) -> None:
+    def _sleep_past(self, expires_at: float, longest_s: float = 3.0) -> None:
         """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``."""
         now = self.clock.now() if self.clock is not None else time.time()
         time.sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))

@@ -72,7 +72,7 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     # -- ack
     "ack_any_recipient": ("AK2", messages, "ack",
                           '"SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (session.id, message_id)',
-                          '"SELECT state FROM deliveries WHERE message_id = ? ORDER BY state DESC LIMIT 1", (message_id,)',
+                          '"SELECT state FROM deliveries WHERE message_id = ?", (message_id,)',
                           "msg_ack looks the delivery up by message id alone: another's read message acks"),
     # -- leases
     "shared_lease_1ms": ("LT1", leases, "claim", "expires_at = tx.now + ttl_s",
