@@ -91,17 +91,17 @@ def test_prune_removes_only_quiet_gone_sessions(db: Path, sessions: dict[str, st
 
 
 def test_store_errors_become_one_line_at_the_edge(db: Path, sessions: dict[str, str]) -> None:
-    bad = run("--db", str(db), "prune", "--quiet-s", "-1")
+    bad = run("--db", str(db), "who", "--room", "Not A Room")
     assert bad.returncode == 1
     assert bad.stderr.splitlines() == [bad.stderr.strip()]
-    assert bad.stderr.startswith("agents-room: invalid_argument: quiet_s: ")
+    assert bad.stderr.startswith("agents-room: invalid_argument: room: 'Not A Room' is not a room name")
 
 
 def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     report = run("--db", str(db), "doctor")
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
-    assert fields["path"].strip() == str(db) and fields["journal_mode"].strip() == "wal"
+    assert fields["path"].strip() == f"{db} (from --db)" and fields["journal_mode"].strip() == "wal"
     assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "1"
     assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
     health = json.loads(run("--db", str(db), "doctor", "--json").stdout)

@@ -36,10 +36,13 @@ def project(tmp_path: Path) -> Path:
     return path
 
 
-def install(home: Path, project: Path, *args: str) -> subprocess.CompletedProcess:
+def install(home: Path, project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``agents-room install ARGS`` with HOME at ``home``; the store at its default (the
+    conftest's AGENTS_ROOM_DB taken away) unless ``env`` sets one."""
+    base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     return subprocess.run(
         [AGENTS_ROOM, "install", *args, "--command", AGENTS_ROOM], check=False, capture_output=True, text=True, timeout=60,
-        cwd=project, env={**os.environ, "HOME": str(home)},
+        cwd=project, env={**base, "HOME": str(home), **env},
     )
 
 
@@ -56,9 +59,13 @@ def test_claude_code_project_install_then_nothing_twice(home: Path, project: Pat
     assert first.returncode == 0, first.stderr
     assert f"created: {project / '.mcp.json'}" in first.stdout
     servers = json.loads((project / ".mcp.json").read_text())["mcpServers"]
-    assert servers["room"] == {"type": "stdio", "command": AGENTS_ROOM, "args": ["serve"],
-                               "env": {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}}
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    portable = {"type": "stdio", "command": "agents-room", "args": ["serve"], "env": {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}}
+    assert servers["room"] == portable
+    # this installation's path: Claude Code's local scope for the project, on this machine only
+    local = json.loads((home / ".claude.json").read_text())["projects"][str(project)]["mcpServers"]
+    assert local["room"] == {**portable, "command": AGENTS_ROOM}
+    assert not (project / ".claude" / "settings.json").exists()
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
     for event in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
         assert hook_commands(settings, event) == [HOOK]
     [group] = settings["hooks"]["Stop"]
@@ -66,13 +73,12 @@ def test_claude_code_project_install_then_nothing_twice(home: Path, project: Pat
     assert plain["command"] == HOOK
     assert waiter["asyncRewake"] is True and waiter["command"].startswith(f"{HOOK} --wait --timeout ")
     assert waiter["timeout"] > float(waiter["command"].split("--timeout ")[1])  # the hook gives up first
-    assert not any(home.iterdir())
 
-    before = snapshot(project)
+    before = snapshot(project, home)
     second = install(home, project, "claude-code")
     assert second.returncode == 0
-    assert "nothing to change" in second.stdout and second.stdout.count("unchanged:") == 2
-    assert snapshot(project) == before
+    assert "nothing to change" in second.stdout and second.stdout.count("unchanged:") == 3
+    assert snapshot(project, home) == before
 
 
 def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path) -> None:
@@ -97,18 +103,20 @@ def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path)
     assert proc.returncode == 0, proc.stderr
     mcp = json.loads((project / ".mcp.json").read_text())
     assert mcp["note"] == "kept" and mcp["mcpServers"]["github"] == {"command": "gh-mcp", "args": []}
-    assert mcp["mcpServers"]["room"]["command"] == AGENTS_ROOM
+    assert mcp["mcpServers"]["room"]["command"] == "agents-room"
+    # the committed settings keep everything but our hooks, which move to the local settings
     settings = json.loads((project / ".claude" / "settings.json").read_text())
     assert settings["permissions"] == {"allow": ["Bash(git status)"]}
-    assert settings["hooks"]["PostToolUse"][0] == {"matcher": "Edit|Write", "hooks": [theirs]}
-    assert hook_commands(settings, "PostToolUse") == ["ruff format", HOOK]
-    stop = hook_commands(settings, "Stop")
-    assert "notify-send done" in stop and "/old/venv/bin/agents-room hook" not in stop
-    assert sum(c == HOOK for c in stop) == 1
-    assert hook_commands(settings, "SessionStart") == ["python3 /opt/tool/hook_entry.py", HOOK]
-    assert "Stop hook updated" in proc.stdout and "SessionStart hook updated" in proc.stdout
+    assert settings["hooks"]["PostToolUse"] == [{"matcher": "Edit|Write", "hooks": [theirs]}]
+    assert hook_commands(settings, "Stop") == ["notify-send done"]
+    assert hook_commands(settings, "SessionStart") == ["python3 /opt/tool/hook_entry.py"]
+    assert "UserPromptSubmit" not in settings["hooks"]
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert hook_commands(local, "PostToolUse") == [HOOK] and hook_commands(local, "SessionStart") == [HOOK]
+    assert sum(c == HOOK for c in hook_commands(local, "Stop")) == 1
+    assert "Stop hook removed" in proc.stdout and "SessionStart hook added" in proc.stdout
 
-    assert install(home, project, "claude-code").stdout.count("unchanged:") == 2
+    assert install(home, project, "claude-code").stdout.count("unchanged:") == 4
 
 
 def test_an_install_of_the_agents_room_hook_form_is_updated_in_place(home: Path, project: Path) -> None:
@@ -124,9 +132,10 @@ def test_an_install_of_the_agents_room_hook_form_is_updated_in_place(home: Path,
     }}))
     proc = install(home, project, "claude-code")
     assert proc.returncode == 0, proc.stderr
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    assert json.loads((project / ".claude" / "settings.json").read_text()) == {}
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
     for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"):
-        assert f"{event} hook updated" in proc.stdout
+        assert f"{event} hook removed" in proc.stdout and f"{event} hook added" in proc.stdout
         assert [len(g["hooks"]) for g in settings["hooks"][event]] == [2 if event == "Stop" else 1]
         assert all(c.startswith(HOOK) for c in hook_commands(settings, event))
     assert "unchanged" in install(home, project, "claude-code").stdout
@@ -172,7 +181,7 @@ def test_someone_elses_room_server_is_not_clobbered(home: Path, project: Path) -
 
 def test_the_installed_hook_command_runs(home: Path, project: Path, tmp_path: Path) -> None:
     assert install(home, project, "claude-code").returncode == 0
-    settings = json.loads((project / ".claude" / "settings.json").read_text())
+    settings = json.loads((project / ".claude" / "settings.local.json").read_text())
     [command] = hook_commands(settings, "PostToolUse")
     db = tmp_path / "store" / "room.db"
     key = str(uuid.uuid4())
@@ -258,15 +267,17 @@ def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Pa
         {"version": 1, "hooks": {"afterFileEdit": [{"command": "prettier"}], "stop": [{"command": "say done"}]}}))
     proc = install(home, project, "cursor")
     assert proc.returncode == 0, proc.stderr
+    # .cursor/ is committed: commands that work wherever agents-room is on PATH
     assert json.loads((project / ".cursor" / "mcp.json").read_text())["mcpServers"]["room"] == {
-        "command": AGENTS_ROOM, "args": ["serve"]}
+        "command": "agents-room", "args": ["serve"]}
     hooks = json.loads((project / ".cursor" / "hooks.json").read_text())
     assert hooks["hooks"]["afterFileEdit"] == [{"command": "prettier"}]
     [theirs, ours] = hooks["hooks"]["stop"]
     assert theirs == {"command": "say done"}
-    assert ours == {"command": f"{HOOK} --format cursor --event stop", "loop_limit": 3}
+    assert ours == {"command": "agents-room hook --format cursor --event stop", "loop_limit": 3}
+    on_path = {**os.environ, "PATH": f"{Path(AGENTS_ROOM).parent}:/usr/bin:/bin"}
     proc = subprocess.run(ours["command"], check=False, shell=True, input=json.dumps({"loop_count": 0}),
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, env=on_path)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, "{}\n", "")
     before = snapshot(project)
     assert "nothing to change" in install(home, project, "cursor").stdout

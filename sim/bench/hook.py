@@ -59,7 +59,8 @@ def installed_command(folder: Path) -> str:
     from agents_room.harness_config import plan
     from agents_room.install import hook_command
 
-    _servers, settings = plan("claude-code", "project", folder, folder, serve_command(), hook_command())
+    [settings] = [c for c in plan("claude-code", "project", folder, folder, serve_command(), hook_command())
+                  if c.path.name == "settings.local.json"]  # the hooks: this machine's paths, local settings
     [group] = json.loads(settings.after)["hooks"]["UserPromptSubmit"]
     [hook] = group["hooks"]
     return str(hook["command"])

@@ -107,7 +107,7 @@ def work_latencies(out: Path) -> dict[str, list[float]]:
     ``room_who`` calls, all at one instant, is not the steady load a capacity point is about."""
     found: dict[str, list[float]] = {}
     working: set[str] = set()
-    for inv, done in sorted(pairs(read(out / "history.jsonl")), key=lambda pair: pair[0]["time"]):
+    for inv, done in sorted(pairs(read(out / "history.jsonl.gz")), key=lambda pair: pair[0]["time"]):
         if inv["agent"] not in working:
             if inv["f"] == "room_who":
                 working.add(inv["agent"])

@@ -18,6 +18,7 @@ effect the fault exists to show:
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -105,6 +106,18 @@ def _garbage(nemesis: Any, layout: Any, agents_room: Callable[[], str]) -> tuple
                         "leaving it as it was"}, problems
 
 
+def info_settled(ops: list[Op], info: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The checker's settling of ``info`` ops (``info``: per tool, found / not_found /
+    unsettled), summed, with ``total`` (every info op) and ``reads``: the info ops of kinds the
+    checker does not match to events (reads, file edits, room changes), per tool, so that the
+    report's sentence adds up to every info op."""
+    settled: dict[str, Any] = {k: sum(c.get(k, 0) for c in info.values()) for k in ("found", "not_found", "unsettled")}
+    every = [op for op in ops if op.outcome == "info"]
+    settled["total"] = len(every)
+    settled["reads"] = dict(Counter(op.f for op in every if op.f not in info))
+    return settled
+
+
 def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: Any,
               agents_room: Callable[[], str]) -> dict[str, Any]:
     """The fault section. ``agents_room`` finds the ``agents-room`` command, called only when
@@ -138,7 +151,6 @@ def summarize(nemesis: Any, records: list[dict[str, Any]], check: Any, layout: A
             problems += more
         row["exercised"] = bool(row["injected"]) and row["exercised"]
         kinds[kind] = row
-    info = _check_dict(check).get("info") or {}
-    settled = {k: sum(c.get(k, 0) for c in info.values()) for k in ("found", "not_found", "unsettled")}
+    settled = info_settled(ops, _check_dict(check).get("info") or {})
     return {"kinds": kinds, "problems": problems, "info_settled": settled,
             "retimed": bool(scn.faults.clock_jumps_s)}

@@ -153,11 +153,13 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
         return None
     paths = [p for p, _ in hot]
     intervals = lease_intervals(events, paths)
-    sessions = sorted({iv[2] for ivs in intervals.values() for iv in ivs})
-    cmap = plt.get_cmap("tab20")
-    color = {sid: cmap(i % 20) for i, sid in enumerate(sessions)}
-    lane = {sid: i % 2 for i, sid in enumerate(sessions)}  # shared holders alternate halves of the row
     window = min(window_s, duration_s)
+    # Only the sessions with a bar in the window need a colour; up to 60 distinct ones.
+    sessions = sorted({iv[2] for ivs in intervals.values() for iv in ivs
+                       if iv[1] - wall_start >= 0 and iv[0] - wall_start <= window})
+    palette = [plt.get_cmap(name)(i) for name in ("tab20", "tab20b", "tab20c") for i in range(20)]
+    color = {sid: palette[i % len(palette)] for i, sid in enumerate(sessions)}
+    lane = {sid: i % 2 for i, sid in enumerate(sessions)}  # shared holders alternate halves of the row
     fig, ax = plt.subplots(figsize=(10, 0.8 + 0.75 * len(paths)))
     for row, path in enumerate(paths):
         for start, end, sid, mode, _grants in intervals[path]:
@@ -173,7 +175,9 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
     ax.invert_yaxis()
     ax.set_xlim(0, window)
     shade_faults(ax, faults or [], start_ns, window)
-    ax.set_xlabel("seconds since start (one colour per session; full bars exclusive, half bars shared)")
+    colours = (f"one colour per session, {len(sessions)} sessions" if len(sessions) <= len(palette) else
+               f"{len(sessions)} sessions in {len(palette)} colours: a colour stands for several sessions")
+    ax.set_xlabel(f"seconds since start ({colours}; full bars exclusive, half bars shared)")
     ax.set_title(f"Lease timeline, {len(paths)} hottest paths, first {window:g} s")
     ax.grid(axis="y", visible=False)
     return _save(fig, out, "leases.png")
@@ -200,5 +204,6 @@ def wal_over_time(samples: list[dict[str, Any]], out: Path, faults: list[dict[st
     ax.set_title("WAL size and live agent processes")
     lines = ax.get_legend_handles_labels()
     lines2 = ax2.get_legend_handles_labels()
-    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left")
+    # Outside the axes, to the right of the second one's label: inside, it hid the line it names.
+    ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", bbox_to_anchor=(1.08, 1.0))
     return _save(fig, out, "wal.png")

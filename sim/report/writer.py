@@ -129,8 +129,19 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "plots_skipped": not with_plots,
         "scenario": scenario.to_dict(),
         "bins": figures.bins.__dict__,
+        "disk": disk_use(out),
     }
     return data
+
+
+def disk_use(out: Path) -> dict[str, int]:
+    """Bytes of the run's folder by its top-level entries (the report itself, written after,
+    is a few KiB)."""
+    use: dict[str, int] = {}
+    for entry in out.iterdir() if out.is_dir() else ():
+        files = [entry] if entry.is_file() else [p for p in entry.rglob("*") if p.is_file() and not p.is_symlink()]
+        use[entry.name] = sum(p.stat().st_size for p in files)
+    return dict(sorted(use.items(), key=lambda kv: -kv[1]))
 
 
 def save(out: Path, data: dict[str, Any]) -> None:
@@ -152,9 +163,9 @@ def markdown(d: dict[str, Any]) -> str:
     run, fair, c = d["run"], d["fairness"], d["cost"]
     mark = {"valid": "VALID", "invalid": "INVALID", "unknown": "UNKNOWN"}[d["verdict"]]
     lines = [f"# {d['name']}: {mark}", ""]
-    lines.append(f"{run['agents']} agents, {run['driver']} driver, store `{run['store_factory']}`, "
+    lines.append(f"{run['agents']} agents, {run['driver']} driver, {_store_words(run['store_factory'])}, "
                  f"{run['duration_s']:.1f} s from {d['started_at']}: "
-                 f"**{run['ops']:,} operations, {run['ops_per_s']:,.0f} ops/s**, "
+                 f"**{run['ops']:,} operations completed within the run's window, {run['ops_per_s']:,.0f} ops/s**, "
                  f"{d['store_busy']:,} `store_busy`, integrity_check `{d['integrity']}`.")
     lines.append("")
     if d["invariants"].get("counterexample"):
@@ -195,11 +206,24 @@ def markdown(d: dict[str, Any]) -> str:
     lines.append("")
     lines.append("The start-up joins (each agent's joins before its first call on \"go\", made while the other "
                  "agents were still starting) are counted on their own line, out of the rows above and **all**.")
+    after = d["all"]["count"] - run["ops"]
+    if after:
+        lines.append(f"**all** counts {after:,} operations more than the headline's {run['ops']:,}: they were in "
+                     "flight when the window closed and completed after it, so their latencies count here and "
+                     "their throughput does not.")
+    lines.append("")
+    lines.append("`ok`: the answer was a success (a denied lease claim is an `ok` answer). `fail`: a definite error, "
+                 "one that guarantees the operation changed nothing (`invalid_argument`, `unknown_session`, "
+                 "`lease_not_held`, `not_recipient`, `store_busy`). `info`: the outcome is unknown (the agent was "
+                 "killed mid-call, a `store_error`, an answer lost); the checker settles each from the store's events.")
     lines.append("")
     errs = {r["f"]: r["errors"] for r in [*d["operations"], d["startup"]] if r["errors"]}
     if errs:
         lines.append("Errors by code: " + "; ".join(
             f"{f}: " + ", ".join(f"{k} {v:,}" for k, v in e.items()) for f, e in errs.items()) + ".")
+        lines.append("")
+        lines += [f"- {f} `{code}`: {ERROR_WHY[f, code]}" for f, e in errs.items() for code in e
+                  if (f, code) in ERROR_WHY]
         lines.append("")
     if d["late"]:
         late = d["late"]
@@ -229,7 +253,37 @@ def markdown(d: dict[str, Any]) -> str:
                      + ".")
         lines.append("")
     lines += ["The scenario as run is `scenario.toml`; every figure above is in `report.json`."]
+    if d.get("disk"):
+        total = sum(d["disk"].values())
+        top = ", ".join(f"`{name}` {n / 2**20:.1f} MiB" for name, n in list(d["disk"].items())[:4])
+        lines += ["", f"This run's folder takes {total / 2**20:.1f} MiB ({top}). Each run is a folder of its own and "
+                  f"nothing refers to it: remove old runs with `rm -r {_runs_glob(d)}`."]
     return "\n".join(lines) + "\n"
+
+
+# Why the workload meets an error code, where the scenario's design makes it expected.
+ERROR_WHY = {
+    ("msg_send", "unknown_session"): "sends to a session that had already left: agents churn (leave and join "
+    "again as a new session) by design of the scenario, and a peer still writes to the id it saw; the store "
+    "refuses the send and changes nothing",
+    ("lease_renew", "lease_not_held"): "renewals of a lease that had expired (and may have been taken) before "
+    "the renewal came: the holder must claim it again",
+    ("lease_release", "lease_not_held"): "releases of a lease that had already expired",
+    ("msg_ack", "not_recipient"): "acks of a message that was never delivered to the acking session",
+    ("msg_ack", "invalid_argument"): "acks of a message not read yet, or expired unread",
+    ("room_leave_room", "invalid_argument"): "leaving a room the session was not in",
+}
+
+
+def _runs_glob(d: dict[str, Any]) -> str:
+    out = Path(d["out"])
+    return f"{out.parent}/{d['name']}-*" if out.name.startswith(f"{d['name']}-") else str(out)
+
+
+def _store_words(factory: str) -> str:
+    if factory == "shipped":
+        return "store `shipped` (this checkout's own agents-room store)"
+    return f"store `{factory}` (from `$SIM_STORE_FACTORY`, not the shipped one)"
 
 
 def _img(d: dict[str, Any], name: str, alt: str) -> list[str]:
@@ -283,8 +337,16 @@ def _fault_lines(summary: dict[str, Any] | None) -> list[str]:
         lines.append(f"| {kind} | {row['injected']} | {shown} | {missed} |")
     lines.append("")
     s = summary["info_settled"]
-    lines.append(f"Operations that ended `info` (kills, store errors), settled from the events: {s['found']} took "
-                 f"effect, {s['not_found']} did not, {s['unsettled']} unsettled.")
+    settled = s["found"] + s["not_found"] + s["unsettled"]
+    reads = s.get("reads") or {}
+    total = s.get("total", settled)
+    words = (f"{total} operations ended `info` (kills, store errors)" + (
+        f"; {settled} of them change the store and were settled from the events" if reads else
+        ", settled from the events") + f": {s['found']} took effect, {s['not_found']} did not, {s['unsettled']} unsettled")
+    if reads:
+        words += (f"; the other {total - settled} are of kinds no event settles (" +
+                  ", ".join(f"{f} {n}" for f, n in sorted(reads.items())) + "): reads, file edits, room changes")
+    lines.append(words + ".")
     if summary.get("retimed"):
         lines.append("The store's clock was jumped: every event time and lease expiry was put back on the host "
                      "clock (from each jump's place in commit order) before checking.")

@@ -3,6 +3,7 @@ repositories and a fresh store, and reading back what the run left in it."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import subprocess
 from dataclasses import dataclass
@@ -109,9 +110,17 @@ def read_events(db: Path, busy_timeout_s: float, page: int = 10_000, after_seq: 
 
 
 def merge_history(layout: Layout) -> list[hist.Record]:
+    """The per-process histories merged into ``history.jsonl.gz``, the run's one copy: the
+    per-process files are removed once it is written (they hold nothing it does not)."""
     records = hist.read_folder(layout.history)
     hist.settle_dangling(records)
-    hist.write_merged(records, layout.out / "history.jsonl")
+    merged = layout.out / "history.jsonl.gz"
+    hist.write_merged(records, merged)
+    if len(hist.read(merged)) == len(records):  # written whole: the copies may go
+        for part in layout.history.glob("p*.jsonl"):
+            part.unlink()
+        with contextlib.suppress(OSError):
+            layout.history.rmdir()
     return records
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, hook, install
+from .parser import Parser, not_empty, seconds
 
 if TYPE_CHECKING:
     from .store import Store
@@ -101,7 +102,7 @@ def add_serve(subparsers: Subparsers) -> None:
         "carry 'Authorization: Bearer $AGENTS_ROOM_TOKEN' when that is set, and a non-loopback HOST is refused "
         "without it.",
     )
-    p.add_argument("--http", metavar="HOST:PORT", help="serve Streamable HTTP on this address, e.g. 127.0.0.1:8765")
+    p.add_argument("--http", metavar="HOST:PORT", type=not_empty, help="serve Streamable HTTP on this address, e.g. 127.0.0.1:8765")
     p.set_defaults(run=serve)
 
 
@@ -129,13 +130,16 @@ def who(args: argparse.Namespace) -> int:
 
         _print_json([dataclasses.asdict(m) for m in members])
         return 0
+    origin = store.location.origin
     if not members:
-        print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path}")
+        print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
+              "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
     rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, m.autonomy, _ago(m.last_seen),
               ",".join(m.rooms) or "-", m.cwd] for m in members]
     print(_table(rows))
+    print(f"store: {store.path} ({origin})")
     return 0
 
 
@@ -145,7 +149,7 @@ def add_who(subparsers: Subparsers) -> None:
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
         "gone (it is not), unknown (no process recorded).",
     )
-    p.add_argument("--room", help="only this room's members")
+    p.add_argument("--room", type=not_empty, help="only this room's members")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(run=who)
 
@@ -172,7 +176,7 @@ def add_prune(subparsers: Subparsers) -> None:
         "room_who reports). Each leaves its rooms, its leases are released, its unread messages expire; a "
         "tombstone is kept. Sessions whose liveness is unknown are kept.",
     )
-    p.add_argument("--quiet-s", type=float, required=True, metavar="N", help="seconds without a tool call")
+    p.add_argument("--quiet-s", type=seconds, required=True, metavar="N", help="seconds without a tool call")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(run=prune)
 
@@ -181,23 +185,45 @@ def add_prune(subparsers: Subparsers) -> None:
 
 
 def doctor(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:  # refuses a missing store, or a file that is not a healthy one
+    from pathlib import Path
+
+    from . import elsewhere  # here, not at the top: see location()
+    from .store import StoreError
+
+    where = location(args)
+    others = elsewhere.other_stores(where.target, Path.cwd(), Path.home())
+    try:
+        store = open_store(args, create=False)  # refuses a missing store, or a file that is not a healthy one
+    except StoreError as exc:
+        if others:  # the store the person expected may be one of these
+            raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
+        raise
+    with store:
         health = store.health()
+    health["origin"] = where.origin
+    health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
+                              for f in others]
     if args.json:
         _print_json(health)
     else:
-        for key in ("path", "journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
+        print(f"{'path:':16}{health['path']} ({where.origin})")
+        for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
             print(f"{key + ':':16}{health[key]}")
         print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
+        lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
+                                                             "in the harness files install writes)"]
+        print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
     return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
 
 
 def add_doctor(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "doctor", help="check the store file",
-        description="Open the store and report its path, journal mode, schema version, quick_check, row counts "
-        "and WAL size. Exits non-zero, naming the file, if the store is missing or refused.",
+        description="Open the store and report its path (and where that came from), journal mode, schema version, "
+        "quick_check, row counts and WAL size, and list other stores agents on this machine may be on: the default "
+        "location and every AGENTS_ROOM_DB in the harness files install writes (this folder's and your home's). "
+        "Exits non-zero, naming the file, if the store is missing or refused.",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=doctor)
@@ -211,13 +237,13 @@ COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, ad
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="agents-room",
         description="Coordination for coding agents on one machine: presence, messages, file leases and drift "
         "checks over one SQLite file.",
     )
     p.add_argument("--version", action="version", version=f"agents-room {__version__}")
-    p.add_argument("--db", metavar="PATH", help="the store file (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
+    p.add_argument("--db", metavar="PATH", type=not_empty, help="the store file (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
     subparsers = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add_parser in COMMANDS:
         add_parser(subparsers)
@@ -228,6 +254,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.run(args)
+    except BrokenPipeError:  # `agents-room who | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except Exception as exc:
         from .store import RoomError  # only now: see location()
 

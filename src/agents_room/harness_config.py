@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SERVER = "room"
+from .codex_config import codex
+from .config_change import LOCAL, SERVER, SHARED, USER, Change, InstallError, Store, is_ours, read_text
+
 HOOK_TIMEOUT_S = 10
 # The asyncRewake Stop hook waits for mail; Claude Code kills a hook at its timeout, so the
 # hook gives up a minute earlier and exits 0 on its own.
@@ -26,42 +26,25 @@ WAIT_TIMEOUT_S = 3600
 HOOK_MARK = re.compile(r"[/\\]agents_room[/\\]hook_entry\.py\b|(^|[/\s'])agents-room'?\s+hook\b")
 
 
-class InstallError(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class Change:
-    path: Path
-    before: str | None  # None: the file does not exist yet
-    after: str
-    notes: tuple[str, ...]
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
-
-
 def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook: str, *,
-         channel: bool = False) -> list[Change]:
-    """``exe`` runs the MCP server (``exe serve``); ``hook`` is the hook command, a shell line."""
+         channel: bool = False, store: Store | None = None) -> list[Change]:
+    """``exe`` runs the MCP server (``exe serve``): ``agents-room`` when that name on PATH is
+    this installation, else an absolute path; ``hook`` is this installation's fast hook command,
+    a shell line; ``store`` the AGENTS_ROOM_DB to write (None: the default, written nowhere).
+    Files a team commits get only what works on any machine; machine-specific entries go to the
+    harness's local files. Unchanged files that do not exist are left out."""
     if harness == "claude-code":
-        return claude_code(scope or "project", root, home, exe, hook, channel)
-    if channel:
+        changes = claude_code(scope or "project", root, home, exe, hook, channel, store)
+    elif channel:
         raise InstallError("--channel is a Claude Code feature")
-    if harness == "codex":
-        return codex(scope or "user", home, exe)
-    return cursor(scope or "project", root, home, exe, hook)
+    elif harness == "codex":
+        changes = codex(scope or "user", home, exe, store)
+    else:
+        changes = cursor(scope or "project", root, home, exe, hook, store)
+    return [c for c in changes if c.before is not None or c.changed]
 
 
 # -- JSON files --------------------------------------------------------------------------------------
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return None
 
 
 def _load_json(path: Path, text: str | None) -> dict[str, Any]:
@@ -76,16 +59,17 @@ def _load_json(path: Path, text: str | None) -> dict[str, Any]:
     return data
 
 
-def _json_change(path: Path, edit: Any) -> Change:
+def _json_change(path: Path, edit: Any, audience: str = "") -> Change:
     """Apply ``edit(data) -> notes`` to the JSON object in ``path``. Unchanged data keeps the
-    file's own text (and formatting)."""
-    before = _read(path)
+    file's own text (and formatting); a file that does not exist and would hold nothing stays
+    unwritten."""
+    before = read_text(path)
     data = _load_json(path, before)
     original = json.loads(json.dumps(data))
     notes = tuple(edit(data))
-    if before is not None and data == original:
-        return Change(path, before, before, ())
-    return Change(path, before, json.dumps(data, indent=2) + "\n", notes)
+    if data == original and (before is not None or not data):
+        return Change(path, before, before or "", (), audience) if before is not None else Change(path, None, None, (), audience)  # type: ignore[arg-type]
+    return Change(path, before, json.dumps(data, indent=2) + "\n", notes, audience)
 
 
 def _dict_at(data: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -101,7 +85,7 @@ def _server_edit(path: Path, entry: dict[str, Any]) -> Any:
         old = servers.get(SERVER)
         if old == entry:
             return []
-        if old is not None and not _is_ours(old):
+        if old is not None and not is_ours(old):
             raise InstallError(f"{path}: an MCP server named '{SERVER}' that is not agents-room is already there")
         servers[SERVER] = entry
         return [f"MCP server '{SERVER}' {'updated' if old else 'added'}"]
@@ -109,22 +93,22 @@ def _server_edit(path: Path, entry: dict[str, Any]) -> Any:
     return edit
 
 
-def _is_ours(entry: Any) -> bool:
-    return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name == "agents-room"
-
-
 # -- Claude Code ---------------------------------------------------------------------------------------
 
 
-def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel: bool) -> list[Change]:
+def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel: bool,
+                store: Store | None) -> list[Change]:
+    """Project scope: ``.mcp.json`` and ``.claude/settings.json`` are committed, so they get
+    only portable entries (the server as ``agents-room`` on PATH; a store under ``~``). The
+    hooks, which run this installation's interpreter by absolute path, go to
+    ``.claude/settings.local.json``, which Claude Code reads and teams do not commit; hooks are
+    never in both (Claude Code runs the hooks of every settings file: each event would run
+    twice). When ``agents-room`` on PATH is not this installation, the server entry with its
+    absolute path goes to Claude Code's local scope for the project (``~/.claude.json``,
+    ``projects.<folder>.mcpServers``), which wins over ``.mcp.json``'s entry on this machine."""
     env = {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}
     if channel:
         env["AGENTS_ROOM_CHANNEL"] = "1"
-    entry = {"type": "stdio", "command": exe, "args": ["serve"], "env": env}
-    if scope == "project":
-        servers, settings = root / ".mcp.json", root / ".claude" / "settings.json"
-    else:
-        servers, settings = home / ".claude.json", home / ".claude" / "settings.json"
     wanted = {
         "SessionStart": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
         "UserPromptSubmit": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
@@ -135,23 +119,94 @@ def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel
              "timeout": WAIT_TIMEOUT_S, "asyncRewake": True},
         ],
     }
-    return [_json_change(servers, _server_edit(servers, entry)), _json_change(settings, _claude_hooks_edit(settings, wanted))]
+    if scope == "user":
+        servers, settings = home / ".claude.json", home / ".claude" / "settings.json"
+        entry = {"type": "stdio", "command": exe, "args": ["serve"], "env": env}
+        return [_json_change(servers, _server_edit(servers, entry), USER),
+                _json_change(settings, _both(_claude_hooks_edit(settings, wanted), _env_edit(store)), USER)]
+
+    servers, shared, local = root / ".mcp.json", root / ".claude" / "settings.json", root / ".claude" / "settings.local.json"
+    portable = {"type": "stdio", "command": "agents-room", "args": ["serve"], "env": env}
+    state = home / ".claude.json"
+    mine = None if exe == "agents-room" else {**portable, "command": exe}
+    return [
+        _json_change(servers, _server_edit(servers, portable), SHARED),
+        _json_change(shared, _both(_claude_hooks_edit(shared, {e: [] for e in wanted}),
+                                   _env_edit(store if store and store.portable else None)), SHARED),
+        _json_change(local, _both(_claude_hooks_edit(local, wanted),
+                                  _env_edit(store if store and not store.portable else None)), LOCAL),
+        _json_change(state, _local_server_edit(state, str(root), mine),
+                     "this machine only: Claude Code's local scope for this project, used instead of .mcp.json's "
+                     "entry here because agents-room on PATH is not this installation"),
+    ]
+
+
+def _both(*edits: Any) -> Any:
+    def edit(data: dict[str, Any]) -> list[str]:
+        return [note for e in edits for note in e(data)]
+
+    return edit
+
+
+def _env_edit(store: Store | None) -> Any:
+    """``env.AGENTS_ROOM_DB`` in a Claude Code settings file: Claude Code gives its ``env`` to
+    the MCP servers and the hooks it starts, so both find the same store."""
+
+    def edit(data: dict[str, Any]) -> list[str]:
+        if store is None:
+            return []
+        env = _dict_at(data, "env", Path("settings"))
+        if env.get("AGENTS_ROOM_DB") == store.value:
+            return []
+        env["AGENTS_ROOM_DB"] = store.value
+        return [f"env AGENTS_ROOM_DB={_shown_store(store.value)}"]
+
+    return edit
+
+
+def _shown_store(value: str) -> str:
+    from .store.location import redact
+
+    return redact(value)
+
+
+def _local_server_edit(path: Path, root: str, entry: dict[str, Any] | None) -> Any:
+    """Claude Code's local scope: ``projects.<root>.mcpServers.room`` in ``~/.claude.json``.
+    ``entry`` None removes an entry of ours left by an earlier install."""
+
+    def edit(data: dict[str, Any]) -> list[str]:
+        projects = data.get("projects")
+        if entry is None:
+            servers = projects.get(root, {}).get("mcpServers", {}) if isinstance(projects, dict) else {}
+            if isinstance(servers, dict) and is_ours(servers.get(SERVER)):
+                del servers[SERVER]
+                return [f"local MCP server '{SERVER}' removed: agents-room on PATH is this installation"]
+            return []
+        project = _dict_at(_dict_at(data, "projects", path), root, path)
+        return _server_edit(path, entry)(project)
+
+    return edit
 
 
 def _claude_hooks_edit(path: Path, wanted: dict[str, list[dict[str, Any]]]) -> Any:
     """Per event, one group ``{"matcher": "*", "hooks": [ours...]}``; our hooks found in other
-    groups are removed (an old path, a hand edit), every other hook stays where it is."""
+    groups are removed (an old path, a hand edit), every other hook stays where it is. An
+    event wanted with no hooks (``[]``) loses ours: they moved to another file."""
 
     def edit(data: dict[str, Any]) -> list[str]:
+        if "hooks" not in data and not any(wanted.values()):
+            return []
         hooks = _dict_at(data, "hooks", path)
         notes = []
         for event, ours in wanted.items():
+            if event not in hooks and not ours:
+                continue
             groups = hooks.setdefault(event, [])
             if not isinstance(groups, list):
                 raise InstallError(f"{path}: hooks.{event} is not a list; it was left as it is")
             mine = [g for g in groups if isinstance(g, dict) and any(_marked(h) for h in g.get("hooks", []))]
             target = {"matcher": "*", "hooks": ours}
-            if len(mine) == 1 and mine[0] == target:
+            if (ours and len(mine) == 1 and mine[0] == target) or (not ours and not mine):
                 continue
             kept = []
             for g in groups:
@@ -161,8 +216,13 @@ def _claude_hooks_edit(path: Path, wanted: dict[str, list[dict[str, Any]]]) -> A
                         kept.append({**g, "hooks": rest})
                 else:
                     kept.append(g)
-            hooks[event] = [*kept, target]
-            notes.append(f"{event} hook {'updated' if mine else 'added'}")
+            hooks[event] = [*kept, target] if ours else kept
+            if not hooks[event]:
+                del hooks[event]
+            notes.append(f"{event} hook " + ("updated" if mine else "added") if ours
+                         else f"{event} hook removed (hooks run this machine's paths: they are in the local settings)")
+        if not hooks and notes:
+            del data["hooks"]
         return notes
 
     return edit
@@ -175,11 +235,27 @@ def _marked(hook: Any) -> bool:
 # -- Cursor -----------------------------------------------------------------------------------------
 
 
-def cursor(scope: str, root: Path, home: Path, exe: str, hook: str) -> list[Change]:
+def cursor(scope: str, root: Path, home: Path, exe: str, hook: str, store: Store | None) -> list[Change]:
+    """Project scope: ``.cursor/`` is committed and Cursor has no local form of it, so the
+    project files get portable commands (``agents-room`` on PATH); ``--scope user`` writes this
+    installation's paths under ``~/.cursor``."""
+    import shlex
+
     base = root / ".cursor" if scope == "project" else home / ".cursor"
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
-    entry = {"command": exe, "args": ["serve"]}
-    ours = {"command": f"{hook} --format cursor --event stop", "loop_limit": 3}
+    audience = SHARED if scope == "project" else USER
+    if scope == "project":
+        if store and not store.portable:
+            raise InstallError(
+                f"the store {_shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
+                ".cursor/ is committed: install with --scope user, or use a store under ~")
+        exe, hook = "agents-room", "agents-room hook"
+    entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
+    prefix = ""
+    if store:
+        entry["env"] = {"AGENTS_ROOM_DB": store.value}
+        prefix = f"AGENTS_ROOM_DB={shlex.quote(store.value)} "  # hooks get no env of their own
+    ours = {"command": f"{prefix}{hook} --format cursor --event stop", "loop_limit": 3}
 
     def hooks_edit(data: dict[str, Any]) -> list[str]:
         data.setdefault("version", 1)
@@ -193,73 +269,5 @@ def cursor(scope: str, root: Path, home: Path, exe: str, hook: str) -> list[Chan
         hooks["stop"] = [h for h in stop if not _marked(h)] + [ours]
         return [f"stop hook {'updated' if mine else 'added'}"]
 
-    return [_json_change(servers, _server_edit(servers, entry)), _json_change(hooks_file, hooks_edit)]
-
-
-# -- Codex ------------------------------------------------------------------------------------------
-
-
-def codex(scope: str, home: Path, exe: str) -> list[Change]:
-    """``[mcp_servers.room]`` in ``~/.codex/config.toml``, written by hand: the table is
-    appended, or its own lines replaced; every other byte of the file stays as it was."""
-    if scope != "user":
-        raise InstallError("codex reads MCP servers from ~/.codex/config.toml only: use --scope user")
-    path = home / ".codex" / "config.toml"
-    before = _read(path)
-    try:
-        current = tomllib.loads(before or "")
-    except tomllib.TOMLDecodeError as exc:
-        raise InstallError(f"{path} is not valid TOML ({exc}); it was left as it is") from None
-    entry = {"command": exe, "args": ["serve"], "env_vars": ["AGENTS_ROOM_DB"], "startup_timeout_sec": 30}
-    old = current.get("mcp_servers", {}).get(SERVER)
-    if old == entry:
-        return [Change(path, before, before or "", ())]
-    if old is not None and not _is_ours(old):
-        raise InstallError(f"{path}: an MCP server named '{SERVER}' that is not agents-room is already there")
-    table = _toml_table(f"mcp_servers.{SERVER}", entry)
-    text = before or ""
-    if old is None:
-        after = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "") + table
-    else:
-        after = _replace_toml_table(path, text, f"mcp_servers.{SERVER}", table)
-    if tomllib.loads(after).get("mcp_servers", {}).get(SERVER) != entry:
-        raise InstallError(f"{path}: could not place [mcp_servers.{SERVER}] safely; edit it by hand")
-    return [Change(path, before, after, (f"MCP server '{SERVER}' {'updated' if old else 'added'}",))]
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-def _toml_table(name: str, entry: dict[str, Any]) -> str:
-    return f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in entry.items())
-
-
-def _replace_toml_table(path: Path, text: str, name: str, table: str) -> str:
-    """Replace the lines of ``[name]`` and its sub-tables with ``table``."""
-    lines = text.splitlines(keepends=True)
-    header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-    start = end = None
-    for i, line in enumerate(lines):
-        m = header.match(line)
-        if not m:
-            continue
-        key = m.group(1).replace(" ", "")
-        if start is None and key == name:
-            start = i
-        elif start is not None and not key.startswith(name + "."):
-            end = i
-            break
-    if start is None:
-        raise InstallError(f"{path}: [{name}] is defined inline, not as a table; edit it by hand")
-    end = len(lines) if end is None else end
-    tail = "".join(lines[end:])
-    return "".join(lines[:start]) + table + ("\n" if tail else "") + tail
+    return [_json_change(servers, _server_edit(servers, entry), audience),
+            _json_change(hooks_file, hooks_edit, audience)]

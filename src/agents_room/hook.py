@@ -53,6 +53,16 @@ WAIT_POLL_S = 0.5
 ANCESTOR_DEPTH = 4
 
 
+def seconds(text: str) -> float:
+    """A finite number of seconds > 0 (argparse names this function when it refuses a value:
+    "invalid seconds value: '-1'"). ValueError, not argparse's own error: the quiet path never
+    imports argparse."""
+    value = float(text)
+    if not 0 < value < float("inf"):
+        raise ValueError(text)
+    return value
+
+
 # The hook's flags, declared once as argparse arguments: ``agents-room hook`` adds them to its
 # subcommand, and the installed hook command (hook_entry.py → main) reads them by hand.
 FLAGS: dict[str, dict[str, Any]] = {
@@ -60,8 +70,8 @@ FLAGS: dict[str, dict[str, Any]] = {
     "--format": {"choices": ["claude", "cursor"], "default": "claude",
                  "help": "the harness's hook output (cursor: a stop hook answering followup_message)"},
     "--wait": {"action": "store_true", "help": "wait for mail to a session at wake, then exit 2 (asyncRewake)"},
-    "--timeout": {"type": float, "default": WAIT_TIMEOUT_S, "help": "--wait: give up after this many seconds"},
-    "--poll": {"type": float, "default": WAIT_POLL_S, "help": "--wait: seconds between looks at the store"},
+    "--timeout": {"type": seconds, "default": WAIT_TIMEOUT_S, "help": "--wait: give up after this many seconds"},
+    "--poll": {"type": seconds, "default": WAIT_POLL_S, "help": "--wait: seconds between looks at the store"},
 }
 
 
@@ -82,9 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     if args is None:  # help, a mistake, an abbreviation: argparse says it as the CLI would
-        import argparse
+        from .parser import Parser
 
-        parser = argparse.ArgumentParser(prog="agents-room")
+        parser = Parser(prog="agents-room")
         add_parser(parser.add_subparsers(dest="command", required=True))
         args = parser.parse_args(["hook", *argv])
     return run(args)

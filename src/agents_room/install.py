@@ -13,8 +13,10 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .parser import not_empty
+
 if TYPE_CHECKING:
-    from .harness_config import Change
+    from .harness_config import Change, Store
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,8 +30,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("harness", choices=["claude-code", "codex", "cursor"])
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
-    p.add_argument("--dir", metavar="PATH", help="the project folder (default: the current folder)")
-    p.add_argument("--command", metavar="PATH",
+    p.add_argument("--dir", metavar="PATH", type=folder, help="the project folder (default: the current folder)")
+    p.add_argument("--command", metavar="PATH", type=not_empty,
                    help="the agents-room executable the MCP server entry runs (default: found on PATH); "
                    "hooks run this installation's interpreter on its hook entry")
     p.add_argument("--channel", action="store_true",
@@ -39,6 +41,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def folder(text: str) -> str:
+    """An argparse type: an existing folder (install never creates the project folder: a
+    mistyped --dir would get a configuration nobody reads)."""
+    if not os.path.exists(text):
+        raise argparse.ArgumentTypeError(f"{text!r} does not exist")
+    if not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a folder")
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -46,12 +58,49 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel)
+                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel,
+                       store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
+        if args.harness == "claude-code" and (args.scope or "project") == "project":
+            print("Claude Code asks once to approve a project's MCP servers: start `claude` here and accept 'room'. "
+                  "A teammate with agents-room on PATH gets the server from .mcp.json as committed, and runs "
+                  "`agents-room install claude-code` once for the hooks.")
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # the reader of the output left: cli.main says nothing
+    except OSError as exc:  # a folder that cannot be written, a file that cannot be read
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"agents-room install: {where}{exc.strerror or exc}; nothing more was written", file=sys.stderr)
+        return 1
     return 0
+
+
+def store_setting(given: str | None) -> Store | None:
+    """The store location to write, resolved as every command resolves it (``--db``, else
+    ``$AGENTS_ROOM_DB``; a relative path or an unknown scheme is refused, store/location.py):
+    None for the default (every machine resolves it alike, so nothing is written); a path under
+    the home folder as ``~/...`` (agents-room expands ``~`` itself, so it means the same on a
+    teammate's machine); any other path, or a URL, as it is, machine-specific."""
+    from pathlib import Path
+
+    from .harness_config import InstallError, Store
+    from .store import StoreError
+    from .store.location import SQLITE, default_sqlite_path, resolve
+
+    try:
+        location = resolve(given, source="--db") if given else resolve()
+    except StoreError as exc:
+        raise InstallError(exc.text) from None
+    if location.source == "default" or (location.engine == SQLITE and location.path == default_sqlite_path()):
+        return None
+    if location.engine != SQLITE:
+        return Store(location.target, portable=False)
+    try:
+        return Store(f"~/{location.path.relative_to(Path.home())}", portable=True)
+    except ValueError:
+        return Store(location.target, portable=False)
 
 
 def executable(given: str | None) -> str:
@@ -88,18 +137,21 @@ def report(changes: list[Change], *, dry_run: bool) -> None:
             print(f"unchanged: {c.path}")
             continue
         verb = "would write" if dry_run else ("created" if c.before is None else "updated")
-        print(f"{verb}: {c.path} ({'; '.join(c.notes)})")
+        if not dry_run:
+            try:
+                c.path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
+                tmp.write_text(c.after)
+                if c.path.exists():
+                    os.chmod(tmp, c.path.stat().st_mode & 0o7777)
+                os.replace(tmp, c.path)  # atomic: the harness never reads half a file
+            except OSError as exc:  # named by the file meant, not by the temporary one
+                raise OSError(exc.errno, exc.strerror, str(c.path)) from None
+        print(f"{verb}: {c.path} ({'; '.join(c.notes)})" + (f"\n    {c.audience}" if c.audience else ""))
         if dry_run:
             sys.stdout.writelines(difflib.unified_diff(
                 (c.before or "").splitlines(keepends=True), c.after.splitlines(keepends=True),
                 fromfile=str(c.path) if c.before is not None else "/dev/null", tofile=str(c.path),
             ))
-        else:
-            c.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
-            tmp.write_text(c.after)
-            if c.path.exists():
-                os.chmod(tmp, c.path.stat().st_mode & 0o7777)
-            os.replace(tmp, c.path)  # atomic: the harness never reads half a file
     if all(not c.changed for c in changes):
         print("nothing to change")

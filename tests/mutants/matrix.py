@@ -98,7 +98,7 @@ def facts(out: Path) -> Facts:
     from sim.check import blackbox
     from sim.check.history import pairs, read
 
-    history = read(out / "history.jsonl")
+    history = read(out / "history.jsonl.gz")
     claims = [(i, d) for i, d in pairs(history) if i["f"] == "lease_claim"]
     answered = [d["value"] for _, d in claims if d["type"] == "ok"]
     with Store.open(out / "store" / "room.db") as store:

@@ -18,16 +18,9 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import ValidationError
 
 from ..store import InvalidArgument, RoomError
+from ..store.bounds import shown
 
 log = logging.getLogger("agents_room.server")
-
-_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string",
-               list: "array", dict: "object"}
-
-
-def json_type(value: Any) -> str:
-    return _JSON_TYPES.get(type(value), type(value).__name__)
-
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
@@ -65,7 +58,7 @@ def _invalid(exc: ValidationError) -> InvalidArgument:
     msg = msg[:1].lower() + msg[1:]
     if err.get("type") == "missing":
         return InvalidArgument(field + inner, "required")
-    return InvalidArgument(field + inner, f"{msg}, got {json_type(err.get('input'))}")
+    return InvalidArgument(field + inner, f"{msg}, got {shown(err.get('input'))}")
 
 
 def unwrap(exc: BaseException) -> BaseException:

@@ -129,15 +129,17 @@ def room_join(
     tool takes it as session_id. You join repo:<your git repository's name> automatically;
     `room` and `extra_rooms` add shared rooms, which is how agents in other repositories reach
     you. Calling it again with the same harness key rejoins the same session (rooms added,
-    label and tags replaced when given). Returns session_id, rooms, autonomy, rejoined, and a
-    warning when something was not applied as asked (e.g. autonomy lowered or clamped by a room
-    cap). Errors: invalid_argument: <field> names the malformed argument."""
+    label and tags replaced when given). Returns session_id, rooms, autonomy, rejoined, store (the
+    store you are on: agents on another store never see you), and a warning when something was
+    not applied as asked (e.g. autonomy lowered or clamped by a room cap).
+    Errors: invalid_argument: <field> names the malformed argument."""
     s = _state(ctx)
     me = s.identity
-    return plain(s.store.room_join(
+    joined = plain(s.store.room_join(
         cwd=me.cwd, pid=me.pid, room=room, extra_rooms=extra_rooms, label=label, tags=tags, autonomy=autonomy,
         harness=harness or me.harness, harness_key=harness_key or me.harness_key, wake_lever=s.wake_lever,
     ))
+    return {**joined, "store": s.store.path}
 
 
 def room_leave(ctx: Context, session_id: SessionId) -> dict[str, Any]:
@@ -159,8 +161,17 @@ def room_who(ctx: Context, session_id: OptionalSessionId = None, room: RoomName 
     """Who is here. With `room`: its members; else with session_id: everyone sharing a room with
     you; with neither: every session. Each has session_id, label, harness, cwd, rooms, tags,
     autonomy, last_seen and liveness: 'alive' (its agent is running), 'gone' (it is not; it may
-    be pruned), 'unknown' (no process recorded). Errors: unknown_session; invalid_argument: room."""
-    return {"sessions": plain(_store(ctx).room_who(session_id, room))}
+    be pruned), 'unknown' (no process recorded). Also store (the store you are on), and a warning
+    when nobody else is there. Errors: unknown_session; invalid_argument: room."""
+    store = _store(ctx)
+    sessions = plain(store.room_who(session_id, room))
+    answer: dict[str, Any] = {"sessions": sessions, "store": store.path}
+    if not any(m["session_id"] != session_id for m in sessions):
+        scope = f"in room {room}" if room else "sharing a room with you" if session_id else "in this store"
+        answer["warning"] = (
+            f"nobody else is here: no other live session {scope} (store {store.path}). If you expected others, "
+            "they may be on another store (a different AGENTS_ROOM_DB): `agents-room doctor` lists the stores it finds")
+    return answer
 
 
 def room_set_autonomy_cap(
@@ -183,8 +194,9 @@ def msg_send(
 ) -> dict[str, Any]:
     """Send a message to other agents. Returns message_id and recipients (session ids). Zero
     recipients is not an error: a warning says the selector matched nobody, and the message
-    still shows in your rooms' history. Errors: unknown_session (your session_id, or a session
-    id in `to` that names no live session); invalid_argument: <field>."""
+    still shows in your rooms' history. Errors: unknown_session: your session_id names no live
+    session; unknown_session: to: ... the recipient in `to` has left or is not a session id (your
+    own session is fine: room_who lists who is here); invalid_argument: <field>."""
     return plain(_store(ctx).msg_send(session_id, to, subject, body, reply_to, ttl_s))
 
 
@@ -283,9 +295,10 @@ def note_read(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, A
 
 def drift_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
     """Before editing a file you read earlier: did it change since your note_read? severity
-    SAFE: unchanged (or no baseline recorded); MINOR: changed, nobody else held a lease on it:
-    re-read it; CRITICAL: changed while another session (`holder`) held a lease on it: re-read
-    and coordinate with them. Also path, changed, since (when you read it), message.
+    SAFE: unchanged, or baseline=false (you never called note_read on it: nothing to compare);
+    MINOR: changed, nobody else held a lease on it: re-read it; CRITICAL: changed while another
+    session (`holder`, named with its label in `message`) held a lease on it: re-read and
+    coordinate with them. Also path, changed, since (when you read it, Unix seconds), message.
     Errors: invalid_argument: path; unknown_session."""
     return plain(_store(ctx).drift_check(session_id, path))
 

@@ -84,6 +84,23 @@ class LeaseView:
     mine: bool
 
 
+def _busy_timeout_from_env() -> float:
+    """``$AGENTS_ROOM_BUSY_TIMEOUT_S``, else the default; a value that is not a number of
+    seconds from 0 to 600 is refused in words (an unbounded wait would outlast any harness's
+    tool deadline)."""
+    text = os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", "")
+    if not text.strip():
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 600:  # NaN fails too
+        raise StoreError(f"AGENTS_ROOM_BUSY_TIMEOUT_S={text[:40]!r} is not a number of seconds from 0 to 600; "
+                         f"unset it for the default, {DEFAULT_BUSY_TIMEOUT_S:g}")
+    return value
+
+
 class Store:
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
@@ -102,7 +119,7 @@ class Store:
         ``quick_check`` on open: for hooks only (see open_database). Raises ``StoreError``."""
         location = where if isinstance(where, Location) else resolve(where)
         if busy_timeout_s is None:
-            busy_timeout_s = float(os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", DEFAULT_BUSY_TIMEOUT_S))
+            busy_timeout_s = _busy_timeout_from_env()
         if location.engine != "sqlite":
             raise StoreError(
                 f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "

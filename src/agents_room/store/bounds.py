@@ -30,6 +30,18 @@ SESSION_ID_RE = re.compile(r"[0-9a-f]{16}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
 
 
+def shown(value: Any, limit: int = 60) -> str:
+    """The value an error quotes back ("got 'sharde'", "got 42", "got ['a']"), as its JSON
+    (a string in quotes), cut to ``limit`` characters: the value itself says more than its type."""
+    import json  # here: the hook's news path imports this module, never an error
+
+    try:
+        text = repr(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=repr)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def _encodable(value: str) -> bool:
     """A lone surrogate (possible in a Python str, not in UTF-8) would fail inside SQLite's
     binding with a UnicodeEncodeError instead of a coded error."""
@@ -42,7 +54,7 @@ def _encodable(value: str) -> bool:
 
 def _text(field: str, value: Any, *, limit: int, allow_empty: bool = True) -> str:
     if not isinstance(value, str):
-        raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
+        raise InvalidArgument(field, f"must be a string, got {shown(value)}")
     if "\x00" in value:
         raise InvalidArgument(field, "must not contain NUL bytes")
     if not _encodable(value):
@@ -66,7 +78,7 @@ def tags(value: Any) -> list[str] | None:
     if value is None:
         return None
     if not isinstance(value, list | tuple):
-        raise InvalidArgument("tags", f"must be a list of strings, got {type(value).__name__}")
+        raise InvalidArgument("tags", f"must be a list of strings, got {shown(value)}")
     if len(value) > TAGS_MAX:
         raise InvalidArgument("tags", f"at most {TAGS_MAX} tags, got {len(value)}")
     out = [_text("tags", t, limit=TAG_MAX, allow_empty=False) for t in value]
@@ -75,10 +87,10 @@ def tags(value: Any) -> list[str] | None:
 
 def room(value: Any, field: str = "room") -> str:
     if not isinstance(value, str):
-        raise InvalidArgument(field, f"must be a string, got {type(value).__name__}")
+        raise InvalidArgument(field, f"must be a string, got {shown(value)}")
     if not ROOM_RE.fullmatch(value):
         raise InvalidArgument(
-            field, f"{value[:80]!r} is not a room name (lowercase letters, digits and ._:/-, at most 64)"
+            field, f"{shown(value)} is not a room name (lowercase letters, digits and ._:/-, at most 64)"
         )
     return value
 
@@ -87,7 +99,7 @@ def rooms(value: Any, field: str = "extra_rooms") -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list | tuple):
-        raise InvalidArgument(field, f"must be a list of room names, got {type(value).__name__}")
+        raise InvalidArgument(field, f"must be a list of room names, got {shown(value)}")
     if len(value) > TAGS_MAX:
         raise InvalidArgument(field, f"at most {TAGS_MAX} rooms, got {len(value)}")
     return [room(r, field) for r in value]
@@ -95,13 +107,13 @@ def rooms(value: Any, field: str = "extra_rooms") -> list[str]:
 
 def autonomy(value: Any, field: str = "autonomy") -> str:
     if value not in AUTONOMY_LEVELS:
-        raise InvalidArgument(field, f"must be one of {', '.join(AUTONOMY_LEVELS)}, got {str(value)[:40]!r}")
+        raise InvalidArgument(field, f"must be one of {', '.join(AUTONOMY_LEVELS)}, got {shown(value)}")
     return value
 
 
 def mode(value: Any) -> str:
     if value not in MODES:
-        raise InvalidArgument("mode", f"must be exclusive or shared, got {str(value)[:40]!r}")
+        raise InvalidArgument("mode", f"must be exclusive or shared, got {shown(value)}")
     return value
 
 
@@ -109,18 +121,18 @@ def harness_key(value: Any) -> str | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise InvalidArgument("harness_key", f"must be a UUID string, got {type(value).__name__}")
+        raise InvalidArgument("harness_key", f"must be a UUID string, got {shown(value)}")
     import uuid  # here, not at the top: the hook's news path imports this module, not this check
 
     try:
         return str(uuid.UUID(value.strip()))
     except ValueError:
-        raise InvalidArgument("harness_key", f"{value[:60]!r} is not a UUID") from None
+        raise InvalidArgument("harness_key", f"{shown(value)} is not a UUID") from None
 
 
 def session_id_text(value: Any, field: str = "session_id") -> str:
     if not isinstance(value, str):
-        raise InvalidArgument(field, f"must be a string (16 lowercase hex), got {type(value).__name__}")
+        raise InvalidArgument(field, f"must be a string (16 lowercase hex), got {shown(value)}")
     if "\x00" in value or len(value) > 128 or not _encodable(value):
         raise InvalidArgument(field, "is not a session id (16 lowercase hex)")
     return value.strip()
@@ -128,9 +140,9 @@ def session_id_text(value: Any, field: str = "session_id") -> str:
 
 def integer(field: str, value: Any, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidArgument(field, f"must be a number from {lo} to {hi}, got {type(value).__name__}")
+        raise InvalidArgument(field, f"must be a number from {lo} to {hi}, got {shown(value)}")
     if value != value or not lo <= value <= hi:  # NaN fails the first test
-        raise InvalidArgument(field, f"must be from {lo} to {hi}, got {value}")
+        raise InvalidArgument(field, f"must be from {lo} to {hi}, got {shown(value)}")
     return value
 
 
@@ -174,7 +186,7 @@ def path(value: Any, cwd: str) -> str:
     """Normalise to absolute form against the session's cwd (``abspath``: no symlinks
     resolved, so the name the agents use is the name they contend for)."""
     if not isinstance(value, str):
-        raise InvalidArgument("path", f"must be a string, got {type(value).__name__}")
+        raise InvalidArgument("path", f"must be a string, got {shown(value)}")
     if "\x00" in value:
         raise InvalidArgument("path", "must not contain NUL bytes")
     if not value.strip():
@@ -196,7 +208,7 @@ def message_id(value: Any, field: str = "message_id") -> int:
         if isinstance(value, str) and value.isdigit():
             value = int(value)
         else:
-            raise InvalidArgument(field, f"must be a positive integer, got {type(value).__name__}")
+            raise InvalidArgument(field, f"must be a positive integer, got {shown(value)}")
     if not 1 <= value <= 2**63 - 1:
-        raise InvalidArgument(field, f"must be a positive integer, got {value}")
+        raise InvalidArgument(field, f"must be a positive integer, got {shown(value)}")
     return value

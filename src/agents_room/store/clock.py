@@ -19,3 +19,10 @@ class Clock:
     def shift(self, seconds: float) -> None:
         """Jump the clock by ``seconds`` (negative jumps backward)."""
         self._offset += seconds
+
+
+def iso(t: float) -> str:
+    """A moment as every text and message shows it: ISO 8601 in UTC, to the second
+    (``2026-12-03T13:20:00Z``). Structured answers keep Unix seconds for programs
+    (docs/decisions.md, "Times")."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
 from .sqlite import Tx
@@ -69,7 +70,7 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
             h = in_the_way[0]
             who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
             more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
-            reason = f"{path} is held {h.mode} by {who}{more} until {h.expires_at:.0f}"
+            reason = f"{path} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
             if mine is not None:
                 reason = f"cannot upgrade to exclusive: {reason}"
             return Claim(False, h, reason, None)

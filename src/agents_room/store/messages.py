@@ -8,8 +8,8 @@ import os
 from dataclasses import dataclass
 
 from . import bounds
-from .errors import InvalidArgument, NotRecipient
-from .sessions import Caller, resolve
+from .errors import InvalidArgument, NotRecipient, UnknownSession
+from .sessions import Caller, explain_unknown_recipient
 from .sqlite import Tx
 
 UNREAD = ("stored", "offered", "accepted", "undeliverable")
@@ -103,7 +103,10 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
         return sorted({sid for sid, path, cwd in rows if sid in peers and _file_matches(pattern, path, cwd)})
     if to.startswith(("tag", "file")) and ":" in to:
         raise InvalidArgument("to", "selectors are '*', a session id, 'file:<glob>' or 'tag:<tag>'")
-    return [resolve(tx, to, store_path, touch=False).id]
+    value = bounds.session_id_text(to, "to")
+    if tx.scalar("SELECT 1 FROM sessions WHERE id = ? AND left_at IS NULL", (value,)) is None:
+        raise UnknownSession(explain_unknown_recipient(tx, value, store_path))
+    return [value]
 
 
 def _file_matches(pattern: str, path: str, holder_cwd: str) -> bool:

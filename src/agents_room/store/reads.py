@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import Literal
 
+from .clock import iso
 from .errors import InvalidArgument
 from .sessions import Caller
 from .sqlite import Tx
@@ -23,6 +24,7 @@ class Drift:
     holder: str | None  # another session that held a lease on the path since the read
     since: float | None  # when the baseline was read
     message: str
+    baseline: bool = True  # False: note_read was never called for this path (SAFE says nothing then)
 
 
 def file_hash(path: str) -> str | None:
@@ -70,7 +72,9 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift
     row = tx.one("SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?",
                  (session.id, path))
     if row is None:
-        return Drift(path, "SAFE", False, None, None, f"no baseline for {path}: note_read it when you read it")
+        return Drift(path, "SAFE", False, None, None,
+                     f"no baseline: note_read was never called for {path} by this session, so nothing can be "
+                     "compared (SAFE only by default); note_read it when you read it", baseline=False)
     baseline, read_at, read_seq, held_then = row
     if digest == baseline:
         return Drift(path, "SAFE", False, None, read_at, f"{path} is unchanged since you read it")
@@ -81,7 +85,10 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift
     )
     what = "was deleted" if digest is None else "changed"
     if holder:
+        label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
+        who = f"session {holder}" + (f" ({label})" if label else "")
         return Drift(path, "CRITICAL", True, holder, read_at,
-                     f"{path} {what} since you read it, while session {holder} held a lease on it: re-read before editing")
+                     f"{path} {what} since you read it at {iso(read_at)}, while {who} held a lease on it: "
+                     "re-read before editing")
     return Drift(path, "MINOR", True, None, read_at,
                  f"{path} {what} since you read it; nobody else held a lease on it: re-read it")

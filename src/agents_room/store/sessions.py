@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from . import bounds
+from .clock import iso
 from .errors import InvalidArgument, UnknownSession
 from .liveness import ProcessScan, liveness
 from .sqlite import Tx
@@ -82,7 +83,8 @@ def resolve(tx: Tx, session_id: Any, store_path: str, *, touch: bool) -> Caller:
 
 
 def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
-    """Words for an id that names no live session (contract §2)."""
+    """Words for an id that names no live session (contract §2), given as the caller's own
+    ``session_id``: the advice is for the caller's session."""
     lowered = value.lower()
     key = tx.one(
         "SELECT id, left_at FROM sessions WHERE harness_key = ? ORDER BY left_at IS NOT NULL, created_at DESC",
@@ -92,38 +94,77 @@ def explain_unknown(tx: Tx, value: str, store_path: str) -> str:
         sid, left_at = key
         if left_at is None:
             return f"{value} is the harness key of session {sid}; pass session_id={sid!r}"
-        return f"{value} is the harness key of session {sid}, which left at {_iso(left_at)}; room_join again"
+        return f"{value} is the harness key of session {sid}, which left at {iso(left_at)}; room_join again"
     if _looks_like_uuid(lowered):
         return (f"{value} looks like a harness key, but no session in store {store_path} has it; "
                 "session ids are 16 lowercase hex, returned by room_join")
     if bounds.SESSION_ID_RE.fullmatch(value):
         left_at = tx.scalar("SELECT left_at FROM sessions WHERE id = ?", (value,))
         if left_at is not None:
-            return f"session {value} left at {_iso(left_at)}; room_join again for a new session id"
+            return f"session {value} left at {iso(left_at)}; room_join again for a new session id"
         return f"no such session {value} in store {store_path}: possibly left, or from another store"
     if re.fullmatch(r"[0-9a-f]{4,15}", lowered):
-        ids = [r[0] for r in tx.all(
-            "SELECT id FROM sessions WHERE id >= ? AND id < ? AND left_at IS NULL ORDER BY id LIMIT 5",
-            (lowered, lowered + "g"),
-        )]
+        ids = _starting(tx, lowered)
         if ids:
             return f"{value} is not a whole session id; it starts {', '.join(ids)}"
-    labelled = [r[0] for r in tx.all(
-        "SELECT id FROM sessions WHERE label = ? AND left_at IS NULL ORDER BY created_at DESC LIMIT 5", (value,)
-    )]
+    labelled = _labelled(tx, value)
     if labelled:
         return f"{value!r} is the label of session {', '.join(labelled)}; pass the session id"
     return f"{value[:80]!r} is not a session id (16 lowercase hex, returned by room_join)"
 
 
+def explain_unknown_recipient(tx: Tx, value: str, store_path: str) -> str:
+    """Words for a ``to`` of ``msg_send`` that names no live session. The recipient is
+    someone else: the caller's own session is fine, so the advice is about whom to write to
+    (never "room_join again"). The text starts with the field, ``to:``."""
+    lowered = value.lower()
+    here = "room_who lists who is here"
+    key = tx.one(
+        "SELECT id, left_at, label FROM sessions WHERE harness_key = ? ORDER BY left_at IS NOT NULL, created_at DESC",
+        (lowered,),
+    )
+    if key is not None:
+        sid, left_at, label = key
+        if left_at is None:
+            return f"to: {value} is the harness key of session {sid}{_named(label)}; pass to={sid!r}"
+        return (f"to: {value} is the harness key of session {sid}{_named(label)}, which left at {iso(left_at)} "
+                f"and receives nothing more; {here}")
+    if bounds.SESSION_ID_RE.fullmatch(value):
+        row = tx.one("SELECT left_at, label FROM sessions WHERE id = ?", (value,))
+        if row is not None:
+            return (f"to: session {value}{_named(row[1])} left at {iso(row[0])} and receives nothing more; "
+                    f"{here}")
+        return f"to: no such session {value} in store {store_path}: possibly left, or from another store; {here}"
+    hint = ""
+    if re.fullmatch(r"[0-9a-f]{4,15}", lowered):
+        ids = _starting(tx, lowered)
+        hint = f"; it starts session {', '.join(ids)}" if ids else ""
+    labelled = _labelled(tx, value)
+    if labelled:
+        hint = f"; did you mean session {' or '.join(labelled)} (label {value!r})? pass to=<that id>"
+    return (f"to: {value[:80]!r} is not a session id (16 lowercase hex) nor a selector ('*', 'file:<glob>', "
+            f"'tag:<tag>'){hint or '; ' + here}")
+
+
+def _named(label: str | None) -> str:
+    return f" ({label})" if label else ""
+
+
+def _starting(tx: Tx, prefix: str) -> list[str]:
+    return [r[0] for r in tx.all(
+        "SELECT id FROM sessions WHERE id >= ? AND id < ? AND left_at IS NULL ORDER BY id LIMIT 5",
+        (prefix, prefix + "g"),
+    )]
+
+
+def _labelled(tx: Tx, label: str) -> list[str]:
+    return [r[0] for r in tx.all(
+        "SELECT id FROM sessions WHERE label = ? AND left_at IS NULL ORDER BY created_at DESC LIMIT 5", (label,)
+    )]
+
+
 def _looks_like_uuid(value: str) -> bool:
     return re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", value) is not None
-
-
-def _iso(t: float) -> str:
-    import datetime as _dt
-
-    return _dt.datetime.fromtimestamp(t, _dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # -- join -------------------------------------------------------------------------------------

@@ -348,6 +348,10 @@ def open_database(
     elif not path.is_file():
         raise StoreError(f"there is no store at {path}" + ("" if not path.exists() else " (not a regular file)")
                          + "; nothing was created")
+    if not os.access(path, os.R_OK | os.W_OK):  # else SQLite says only "unable to open database file"
+        lacking = "read" if not os.access(path, os.R_OK) else "written"
+        raise StoreError(f"{path} cannot be {lacking} by this user (permission denied): every agent's server reads "
+                         "and writes the store; check its owner and mode")
     db = Database(path, clock, busy_timeout_s)
     try:
         _configure(db, verify)

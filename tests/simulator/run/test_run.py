@@ -43,7 +43,8 @@ def check_run(out: Path, driver: str) -> None:
     assert set(report["plots"]) == set(PNGS)
     assert report["plots_skipped"] is False
 
-    history = read(out / "history.jsonl")
+    history = read(out / "history.jsonl.gz")
+    assert not (out / "history").exists() and not (out / "history.jsonl").exists()  # one copy, compressed
     done = [(i, d) for i, d in pairs(history)]
     ok = Counter(i["f"] for i, d in done if d["type"] == "ok")
     assert report["all"]["count"] + report["startup"]["count"] + report["run"]["drain_ops"] == len(done)

@@ -1,0 +1,57 @@
+"""What every harness's part of ``agents-room install`` shares: the :class:`Change` to make to
+one file, the store location to write, who a file is for, and how our server entry is known.
+Nothing here writes a file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SERVER = "room"
+
+# Who a file is for, as install's output says it.
+SHARED = "shared: commit it; it works on any machine where agents-room is on PATH"
+LOCAL = "this machine only: paths of this installation; keep it out of git"
+USER = "this machine only: your user settings"
+
+
+class InstallError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Store:
+    """The store location install writes: ``value`` as written (``~/...`` when under the home
+    folder, so it means the same on every teammate's machine), ``portable`` when it may go
+    into a file a team commits (a path elsewhere may not exist there; a URL may carry a
+    password)."""
+
+    value: str
+    portable: bool
+
+
+@dataclass(frozen=True)
+class Change:
+    path: Path
+    before: str | None  # None: the file does not exist yet
+    after: str
+    notes: tuple[str, ...]
+    audience: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text; None when it does not exist."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return None
+
+
+def is_ours(entry: Any) -> bool:
+    """An MCP server entry that runs agents-room (by whatever path)."""
+    return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name == "agents-room"

@@ -1,0 +1,130 @@
+"""Issue 17, the run report: one number of operations or the difference explained, `fail` and
+`info` defined and the expected errors explained, the fault section's sentence adds up, plots
+whose legend hides nothing and whose colours say what they mean, one compressed copy of the
+history and a word on removing old runs. A real smoke run, then the writer on its data."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents_room.store import Event
+from sim.check.history import read
+from sim.check.operation import Op
+from sim.faults.report import info_settled
+from sim.report import plots
+from sim.report.writer import _fault_lines, markdown
+from sim.run.drivers import STORE_FACTORY_ENV
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("words") / "smoke-20261203T000000Z"
+    env = {k: v for k, v in os.environ.items() if k != STORE_FACTORY_ENV}
+    done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(ROOT / "scenarios" / "smoke.toml"), "--out",
+                           str(out), "--duration", "2", "--agents", "3", "--no-live"], cwd=ROOT, text=True,
+                          capture_output=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return out
+
+
+@pytest.fixture
+def data(run: Path) -> dict[str, Any]:
+    return json.loads((run / "report.json").read_text())
+
+
+@pytest.mark.slow
+def test_the_history_is_kept_once_compressed_and_the_report_says_how_to_remove_runs(run: Path) -> None:
+    assert not (run / "history").exists() and not (run / "history.jsonl").exists()
+    merged = run / "history.jsonl.gz"
+    records = read(merged)
+    assert records and merged.read_bytes()[:2] == b"\x1f\x8b"
+    plain = sum(len(json.dumps(r, separators=(",", ":"))) + 1 for r in records)
+    assert merged.stat().st_size < plain / 4
+    assert read(run / "history.jsonl") == records  # the old name still finds it
+    text = (run / "report.md").read_text()
+    assert re.search(r"This run's folder takes [\d.]+ MiB \(", text)
+    assert f"remove old runs with `rm -r {run.parent}/smoke-*`" in text
+
+
+@pytest.mark.slow
+def test_the_headline_and_the_all_row_agree_or_the_difference_is_explained(data: dict[str, Any]) -> None:
+    d = copy.deepcopy(data)
+    d["all"]["count"] = d["run"]["ops"] + 99
+    text = markdown(d)
+    assert f"**all** counts 99 operations more than the headline's {d['run']['ops']:,}" in text
+    assert "completed within the run's window" in text
+    d["all"]["count"] = d["run"]["ops"]
+    assert "operations more than the headline" not in markdown(d)
+
+
+@pytest.mark.slow
+def test_fail_and_info_are_defined_and_expected_errors_explained(data: dict[str, Any]) -> None:
+    d = copy.deepcopy(data)
+    row = next(r for r in d["operations"] if r["f"] == "msg_send")
+    row["errors"], row["fail"] = {"unknown_session": 863}, 863
+    text = markdown(d)
+    assert "`fail`: a definite error" in text and "`info`: the outcome is unknown" in text
+    assert "- msg_send `unknown_session`: sends to a session that had already left" in text
+    assert "by design of the scenario" in text
+    assert "store `shipped` (this checkout's own agents-room store)" in text
+
+
+def test_the_fault_sentence_adds_up_to_every_info_op() -> None:
+    def op(f: str, outcome: str) -> Op:
+        return Op(0, "a00", "s", f, {}, None, outcome, None, None, 0.0, 1.0, 0, True)  # type: ignore[arg-type]
+
+    ops = [op("lease_claim", "info")] * 97 + [op("room_who", "info"), op("lease_claim", "ok")]
+    settled = info_settled(ops, {"lease_claim": {"found": 97, "not_found": 0, "unsettled": 0}})
+    assert settled == {"found": 97, "not_found": 0, "unsettled": 0, "total": 98, "reads": {"room_who": 1}}
+    [line] = [x for x in _fault_lines({"kinds": {}, "problems": [], "info_settled": settled}) if "info" in x]
+    assert line.startswith("98 operations ended `info`")
+    assert "97 of them change the store" in line and "97 took effect, 0 did not, 0 unsettled" in line
+    assert "the other 1 are of kinds no event settles (room_who 1)" in line
+
+
+@pytest.fixture
+def figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    kept: dict[str, Any] = {}
+
+    def keep(fig: Any, out: Path, name: str) -> str:
+        fig.tight_layout()
+        fig.canvas.draw()
+        kept[name] = fig
+        return name
+
+    monkeypatch.setattr(plots, "_save", keep)
+    return kept
+
+
+def test_the_wal_legend_is_outside_the_plot(figures: dict[str, Any], tmp_path: Path) -> None:
+    samples = [{"kind": "sample", "t": t / 2, "wal_bytes": 2**20 * (1 + t % 5), "agents_alive": 24} for t in range(40)]
+    plots.wal_over_time(samples, tmp_path, [], 0, 20.0)
+    fig = figures["wal.png"]
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    assert not legend.overlaps(ax.get_window_extent()), "the legend sits on the lines it names"
+
+
+def test_the_lease_timeline_gives_each_session_its_own_colour(figures: dict[str, Any], tmp_path: Path) -> None:
+    events, seq = [], 0
+    for i in range(30):  # 30 sessions take turns on one hot path within the window
+        sid = f"{i:016x}"
+        for kind, at in (("lease_grant", 100.0 + i * 0.3), ("lease_release", 100.2 + i * 0.3)):
+            seq += 1
+            events.append(Event(seq, at, sid, kind, "/r/src/hot.py", {"mode": "exclusive", "expires_at": at + 60}))
+    plots.lease_timeline(events, tmp_path, 100.0, 20.0)
+    ax = figures["leases.png"].axes[0]
+    colours = [tuple(c.get_facecolor()[0]) for c in ax.collections]
+    assert len(colours) == 30 and len(set(colours)) == 30
+    assert "one colour per session, 30 sessions" in ax.get_xlabel()
