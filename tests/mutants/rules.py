@@ -48,9 +48,8 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                                 "_file_matches(pattern, path, sender.cwd)",
                                 "file:<glob> takes the leased path relative to the sender's cwd, not the holder's"),
     "departed_recipient": ("SE4", messages, "resolve_selector",
-                           "return [resolve(tx, to, store_path, touch=False).id]",
-                           "return [to] if tx.scalar('SELECT 1 FROM sessions WHERE id = ?', (to,)) "
-                           "else [resolve(tx, to, store_path, touch=False).id]",
+                           '"SELECT 1 FROM sessions WHERE id = ? AND left_at IS NULL"',
+                           '"SELECT 1 FROM sessions WHERE id = ?"',
                            "a session id that left is still a recipient (looked up without left_at)"),
     # -- expiry
     "expire_all": ("EX2", messages, "_expire_overdue", "AND m.expires_at <= ?",
