@@ -20,6 +20,14 @@ def _drop(o: Oracle, path: str, sid: str) -> Hold | None:
     return o.leases[path].pop(sid, None)
 
 
+def store_span(p: dict[str, Any], at: float, expires: float) -> float:
+    """The event's span (expiry minus time) on the store's own clock: with clock jumps the
+    events come retimed onto the host clock, their store times beside them."""
+    if "store_at" in p:
+        return float(p.get("store_expires_at", p.get("expires_at", expires))) - float(p["store_at"])
+    return expires - at
+
+
 def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
     sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
     args = op.args if op is not None and op.f == "lease_claim" else None
@@ -30,12 +38,12 @@ def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
         o.checked["lease-ttl"] += 1
         ttl = float(args.get("ttl_s") or CLAIM_TTL_S)
         asked = args.get("mode") or "exclusive"
-        if abs(expires - (at + ttl)) > EPS:
+        if abs(store_span(p, at, expires) - ttl) > EPS:
             o.fail("LT1", f"{path}: {op.describe()} asked ttl_s {ttl}; granted at {stamp(at)} until {stamp(expires)}, "
                    f"not {stamp(at + ttl)}", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
         if mode != asked:
             o.fail("LT4", f"{path}: {op.describe()} asked {asked}, was granted {mode}", seq, at, path=path, session=sid)
-        expires, mode = at + ttl, asked
+        expires, mode = (expires if "store_at" in p else at + ttl), asked  # (verified just above)
     for h in o.leases[path].values():  # (a conflict by the store's own expiry is lease-exclusive's)
         if (h.session != sid and h.store_expires <= at < h.expires_at - EPS
                 and (mode == "exclusive" or h.mode == "exclusive")):
@@ -58,10 +66,10 @@ def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:
     if op is not None and op.f == "lease_renew" and mine is not None:
         o.checked["lease-ttl"] += 1
         ttl = float(op.args["ttl_s"]) if op.args.get("ttl_s") is not None else mine.ttl
-        if abs(expires - (at + ttl)) > EPS:
+        if abs(store_span(p, at, expires) - ttl) > EPS:
             o.fail("LT2", f"{path}: {op.describe()} renewed until {stamp(expires)}, not {stamp(at + ttl)} "
                    f"(ttl_s {ttl})", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
-        expires = at + ttl
+        expires = expires if "store_at" in p else at + ttl
     _put(o, path, Hold(sid, mine.mode if mine else str(p.get("mode")), int(p.get("token") or 0), expires, ttl,
                        float(p.get("expires_at", expires))))
     o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
