@@ -7,8 +7,10 @@ bound missed), 2 an invalid scenario or an unknown verdict.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -36,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
                      "created if absent) instead of a fresh one under --out; a file that is not a healthy agents-room "
                      "store, or one live agents use, is refused and left as it was")
+    run.add_argument("--dashboard", nargs="?", const="127.0.0.1:8766", metavar="HOST:PORT", help="serve agents-room's "
+                     "read-only live dashboard of the run's store while the run goes (default 127.0.0.1:8766), and "
+                     "print its URL")
     from .bench.bench import add_parser as add_bench
 
     add_bench(sub)
@@ -73,9 +78,56 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if refused:
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
-    result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store,
-                          with_plots=not args.no_plots)
+    watch = None
+    if args.dashboard:
+        from agents_room.store import InvalidArgument
+
+        try:
+            watch = Dashboard(args.dashboard)
+        except InvalidArgument as exc:
+            print(f"sim: {exc}", file=sys.stderr)
+            return 2
+    try:
+        result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store,
+                              with_plots=not args.no_plots, on_tick=[watch.tick] if watch else [])
+    finally:
+        if watch:
+            watch.stop()
     return result.exit_code
+
+
+class Dashboard:
+    """``--dashboard``: agents-room's dashboard of the run's store, served from a thread of
+    this process from the run's first tick (the store exists by then) until the run ends."""
+
+    def __init__(self, where: str) -> None:
+        from agents_room.server.http import check_exposure, parse_address
+
+        self.token = os.environ.get("AGENTS_ROOM_TOKEN") or None
+        self.address = parse_address(where)
+        check_exposure(self.address, self.token)
+        self.store: Any = None
+        self.running: Any = None
+
+    def tick(self, runner: Any, now_ns: int) -> None:
+        if self.store is not None:
+            return
+        from agents_room.dashboard.web import Running, banner
+        from agents_room.store import RoomError, Store
+
+        self.store = Store.open(runner.layout.db, create=False)
+        try:
+            self.running = Running(self.store, self.address, self.token)
+        except RoomError as exc:  # the port is taken, say: the run goes on without it
+            print(f"sim: no dashboard: {exc}", file=sys.stderr, flush=True)
+            return
+        print(f"sim: dashboard of the run at {banner(self.address, self.token)}", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self.running:
+            self.running.stop()
+        if self.store is not None:
+            self.store.close()
 
 
 def main(argv: list[str] | None = None) -> int:

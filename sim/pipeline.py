@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ from .check import history as hist
 from .run.layout import merge_history, read_events, read_samples
 from .run.runner import Outcome, RunAborted, Runner
 from .scenario.scenario import Scenario
+
+Tick = Callable[[Runner, int], None]  # called with the runner and time.monotonic_ns() as the run goes
 
 
 @dataclass(frozen=True)
@@ -41,12 +44,13 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
 
 
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None, with_plots: bool = True) -> Result:
+                 store: Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
     from .faults import clock as faultclock
     from .report import writer as report
     from .report import stats
 
     runner = Runner(scenario, out, live=live, store=store)
+    runner.on_tick.extend(on_tick)  # e.g. sim run --dashboard
     nemesis = None
     if scenario.faults:
         from .faults.nemesis import Nemesis

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, settings
 
 from agents_room.store import Clock, Store
 
+import pgcluster  # noqa: E402 (tests/ is on sys.path: rootdir conftest)
+
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
 )
@@ -58,3 +60,29 @@ def store(tmp_path: Path, clock: Clock):
     s = Store.open(tmp_path / "store" / "room.db", clock=clock, busy_timeout_s=2.0)
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """A throwaway PostgreSQL cluster for this test process (one per xdist worker), stopped
+    at the end. Skipped where the machine has no server, unless AGENTS_ROOM_REQUIRE_POSTGRES=1
+    (CI), where a missing server fails the tests that need it."""
+    required = os.environ.get(pgcluster.REQUIRE_ENV) == "1"
+    try:
+        import psycopg  # noqa: F401
+
+        cluster = pgcluster.start_cluster()
+    except (ImportError, LookupError, RuntimeError) as exc:
+        if required:
+            pytest.fail(f"PostgreSQL is required ({pgcluster.REQUIRE_ENV}=1) but not usable: {exc}")
+        pytest.skip(f"no PostgreSQL server to test against: {exc}")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """A fresh, empty schema of the cluster for one test, as an AGENTS_ROOM_DB URL."""
+    return pgcluster.new_schema(pg_cluster)

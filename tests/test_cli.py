@@ -14,7 +14,7 @@ import pytest
 from agents_room.store import Clock, Store
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-COMMANDS = ("serve", "who", "prune", "doctor")
+COMMANDS = ("serve", "dashboard", "who", "prune", "doctor", "copy")
 
 
 def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -106,6 +106,37 @@ def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
     health = json.loads(run("--db", str(db), "doctor", "--json").stdout)
     assert health["rows"]["sessions"] == 3 and health["journal_mode"] == "wal" and health["wal_bytes"] >= 0
+
+
+def test_doctor_reports_a_postgresql_store(pg_url: str, repo: Path) -> None:
+    with Store.open(pg_url) as store:
+        store.room_join(cwd=str(repo), pid=None, label="one")
+    report = run("--db", pg_url, "doctor")
+    assert report.returncode == 0, report.stderr
+    fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
+    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == "1"
+    assert fields["server_version"].strip()[:2].isdigit() and "sessions 1" in fields["rows"]
+    health = json.loads(run("--db", pg_url, "doctor", "--json").stdout)
+    assert health["engine"] == "postgresql" and health["rows"]["sessions"] == 1
+
+
+def test_doctor_of_an_empty_postgresql_database_says_so_and_creates_nothing(pg_url: str) -> None:
+    report = run("--db", pg_url, "doctor")
+    assert report.returncode == 1 and "no agents-room schema" in report.stderr
+    import psycopg
+
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()").fetchone()[0] == 0
+
+
+def test_copy_moves_a_sqlite_store_into_postgresql(db: Path, sessions: dict[str, str], pg_url: str) -> None:
+    done = run("--db", str(db), "copy", "--to", pg_url)
+    assert done.returncode == 0, done.stderr
+    assert "sessions 3" in done.stdout and "events" in done.stdout
+    with Store.open(db) as old, Store.open(pg_url) as new:
+        assert new.events() == old.events()
+    again = run("--db", str(db), "copy", "--to", pg_url)
+    assert again.returncode == 1 and again.stderr.startswith("agents-room: store_error: ") and "not empty" in again.stderr
 
 
 def test_doctor_without_a_store_says_so_and_creates_nothing(tmp_path: Path) -> None:

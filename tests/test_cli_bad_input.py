@@ -50,6 +50,11 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["serve", "--http", "127.0.0.1:99999"], {}, False, "--http"),
     (["serve", "--http", "0.0.0.0:8765"], {}, False, "AGENTS_ROOM_TOKEN"),
     (["serve", "--stdio"], {}, False, "--stdio"),
+    (["dashboard", "--http"], {}, False, "--http"),
+    (["dashboard", "--http", "nope"], {}, False, "--http"),
+    (["dashboard", "--http", "127.0.0.1:99999"], {}, False, "--http"),
+    (["dashboard", "--http", "0.0.0.0:8766"], {}, False, "AGENTS_ROOM_TOKEN"),
+    (["--db", "{dir}/none/room.db", "dashboard"], {}, False, "there is no store"),
     (["who", "--room"], {}, False, "--room"),
     (["who", "--room", ""], {}, False, "--room"),
     (["who", "--room", "Not A Room"], {}, False, "room"),
@@ -62,6 +67,11 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["prune", "--quiet-s", "inf"], {}, False, "--quiet-s"),
     (["prune", "--quiet-s", "1", "--dry-run", "x"], {}, False, "x"),
     (["doctor", "--json", "x"], {}, False, "x"),
+    (["copy"], {}, False, "--to"),
+    (["copy", "--to"], {}, False, "--to"),
+    (["copy", "--to", ""], {}, False, "--to"),
+    (["copy", "--to", "rel.db"], {}, False, "relative path"),
+    (["copy", "--to", "mysql://h/db"], {}, False, "mysql://"),
     (["hook", "--event"], {}, False, "--event"),
     (["hook", "--format", "yaml"], {}, False, "--format"),
     (["hook", "--timeout", "abc"], {}, False, "--timeout"),
@@ -150,8 +160,8 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     """A new option without a bad-input case fails here."""
     covered = set()
     for argv, env, _, _ in CASES:
-        command = next((a for a in argv if not a.startswith("-") and a in {"serve", "who", "prune", "doctor", "hook",
-                                                                            "install"}), None)
+        command = next((a for a in argv if not a.startswith("-") and a in {"serve", "dashboard", "who", "prune", "doctor",
+                                                                            "hook", "install", "copy"}), None)
         for a in argv:
             covered.add((command, a) if command and a.startswith("--") else ("--db",) if a == "--db" else ())
         if command == "install":

@@ -106,6 +106,43 @@ def add_serve(subparsers: Subparsers) -> None:
     p.set_defaults(run=serve)
 
 
+# -- dashboard --------------------------------------------------------------------------------
+
+DASHBOARD_ADDRESS = "127.0.0.1:8766"
+
+
+def dashboard(args: argparse.Namespace) -> int:
+    from .server import http
+
+    token = os.environ.get("AGENTS_ROOM_TOKEN") or None
+    address = http.parse_address(args.http)
+    http.check_exposure(address, token)
+    store = open_store(args, create=False)  # only looks: never creates, never writes
+    import anyio
+
+    from .dashboard import web
+
+    try:
+        anyio.run(web.serve, store, address, token)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        store.close()
+    return 0
+
+
+def add_dashboard(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "dashboard", help="a read-only live web page of the store",
+        description="Serve a live web page of the store: rooms and members with liveness, live leases with "
+        "their TTL, a lease timeline, messages with each recipient's delivery state, recent events. Read-only: "
+        "no endpoint writes. Loopback only without $AGENTS_ROOM_TOKEN; with it, open /?token=<token> once.",
+    )
+    p.add_argument("--http", metavar="HOST:PORT", default=DASHBOARD_ADDRESS,
+                   help=f"the address to serve on (default {DASHBOARD_ADDRESS})")
+    p.set_defaults(run=dashboard)
+
+
 # -- who --------------------------------------------------------------------------------------
 
 
@@ -207,13 +244,19 @@ def doctor(args: argparse.Namespace) -> int:
         _print_json(health)
     else:
         print(f"{'path:':16}{health['path']} ({where.origin})")
-        for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
-            print(f"{key + ':':16}{health[key]}")
-        print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
+        if health.get("engine") == "postgresql":
+            for key in ("engine", "server_version", "schema_version"):
+                print(f"{key + ':':16}{health[key]}")
+        else:
+            for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
+                print(f"{key + ':':16}{health[key]}")
+            print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
+    if health.get("engine") == "postgresql":
+        return 0 if health["quick_check"] == "ok" else 1
     return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
 
 
@@ -229,11 +272,38 @@ def add_doctor(subparsers: Subparsers) -> None:
     p.set_defaults(run=doctor)
 
 
+# -- copy -------------------------------------------------------------------------------------
+
+
+def copy(args: argparse.Namespace) -> int:
+    from .store import Store
+    from .store.copy import copy_store
+    from .store.location import resolve
+
+    with open_store(args, create=False) as source, Store.open(resolve(args.to, source="--to")) as target:
+        copied = copy_store(source, target)
+    print(f"copied {source.path} into {target.path}: " + ", ".join(f"{t} {n}" for t, n in copied.items()))
+    return 0
+
+
+def add_copy(subparsers: Subparsers) -> None:
+    p = subparsers.add_parser(
+        "copy", help="copy the store into a new, empty one (e.g. SQLite into PostgreSQL)",
+        description="Copy every room, session, message, delivery, lease, read and event of the store (--db) into "
+        "the empty store --to (a path, or postgresql://...), ids and all, in one transaction. Refuses a target "
+        "that holds anything. Stop the agents first: what they write during the copy is not in it.",
+    )
+    p.add_argument("--to", required=True, metavar="STORE", type=not_empty, help="the target store: postgresql://user@host/db, or a path")
+    p.set_defaults(run=copy)
+
+
 # -- the command line -------------------------------------------------------------------------
 
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
-COMMANDS: list[Callable[[Subparsers], Any]] = [add_serve, add_who, add_prune, add_doctor, hook.add_parser, install.add_parser]
+COMMANDS: list[Callable[[Subparsers], Any]] = [
+    add_serve, add_dashboard, add_who, add_prune, add_doctor, add_copy, hook.add_parser, install.add_parser,
+]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -1,4 +1,9 @@
-"""Fixtures shared by the store's tests: joining sessions, the newest event, git repositories."""
+"""Fixtures shared by the store's tests: the store on each engine, joining sessions, the newest
+event, git repositories.
+
+Every test that uses ``store`` (or ``location``) runs once per engine: SQLite, and PostgreSQL
+on a throwaway cluster (tests/pgcluster.py; a fresh schema per test). ``sqlite_only`` and
+``postgres_only`` tests run on their engine only."""
 
 from __future__ import annotations
 
@@ -8,7 +13,34 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import Store
+from agents_room.store import Clock, Store
+
+ENGINES = ("sqlite", "postgresql")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "engine" in metafunc.fixturenames:
+        engines = list(ENGINES)
+        if metafunc.definition.get_closest_marker("sqlite_only"):
+            engines = ["sqlite"]
+        elif metafunc.definition.get_closest_marker("postgres_only"):
+            engines = ["postgresql"]
+        metafunc.parametrize("engine", engines)
+
+
+@pytest.fixture
+def location(engine: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where this test's store is: a file under the test's folder, or a fresh schema."""
+    if engine == "postgresql":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "store" / "room.db")
+
+
+@pytest.fixture
+def store(location: str, clock: Clock):
+    s = Store.open(location, clock=clock, busy_timeout_s=2.0)
+    yield s
+    s.close()
 
 
 @pytest.fixture
@@ -26,7 +58,7 @@ def head(store: Store) -> Callable[[], int]:
     """The seq of the newest event (0 when there is none)."""
 
     def _head() -> int:
-        return store.db.conn.execute("SELECT coalesce(max(seq), 0) FROM events").fetchone()[0]
+        return store.last_seq()
 
     return _head
 
@@ -41,3 +73,17 @@ def make_repo() -> Callable[[Path], Path]:
         return path
 
     return _make
+
+
+def rows(store: Store, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of a query in a read transaction of the store, on either engine."""
+    with store.db.read() as tx:
+        return tx.all(sql, params)
+
+
+def checker_problems(events: list) -> list:
+    """What the simulator's own checker (its replay of events in seq order through its model:
+    exclusion by time, tokens, releases, deliveries) finds wrong in a store's events."""
+    from sim.check.replay import replay
+
+    return replay(events).problems

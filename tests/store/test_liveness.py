@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from agents_room.store import Clock, Store, liveness, scan_processes
+from agents_room.store import Clock, Store, liveness, recent_scan, scan_processes
+from agents_room.store.liveness import SCAN_CACHE_S
 
 
 @pytest.fixture
@@ -91,7 +93,40 @@ def test_room_who_follows_the_process_from_alive_to_gone(
     store.room_join(cwd=str(repo), pid=child.pid, harness_key=key)
     assert store.room_who()[0].liveness == "alive"
     _stop(child)
-    assert store.room_who()[0].liveness == "gone"
+    # room_who's scan may be up to SCAN_CACHE_S old: gone shows within that, not later.
+    deadline = time.monotonic() + SCAN_CACHE_S + 0.5
+    while store.room_who()[0].liveness != "gone":
+        assert time.monotonic() < deadline, "still alive past the scan cache's age"
+        time.sleep(0.05)
+
+
+def _fake_proc(root: Path, pids: dict[int, str]) -> str:
+    """A /proc-shaped folder: one ``<pid>/environ`` per process, carrying one key."""
+    for pid, key in pids.items():
+        (root / str(pid)).mkdir(parents=True, exist_ok=True)
+        (root / str(pid) / "environ").write_bytes(f"HOME=/x\0SESSION={key}\0".encode())
+    return str(root)
+
+
+def test_recent_scan_is_shared_until_it_is_older_than_its_age(tmp_path: Path, key: str) -> None:
+    proc = _fake_proc(tmp_path / "proc", {41: key})
+    first = recent_scan(proc, max_age_s=0.3)
+    assert first.keys == {key} and first.pids == {41}
+    (tmp_path / "proc" / "41" / "environ").unlink()
+    (tmp_path / "proc" / "41").rmdir()
+    assert recent_scan(proc, max_age_s=0.3) is first  # the process exited, the cached scan still says so
+    time.sleep(0.35)
+    assert recent_scan(proc, max_age_s=0.3).pids == frozenset()
+
+
+def test_prune_scans_afresh_while_room_who_may_answer_from_the_cache(
+    store: Store, clock: Clock, child: subprocess.Popen, key: str, join: Callable[..., str]
+) -> None:
+    sid = join(pid=child.pid, harness_key=key)
+    assert store.room_who()[0].liveness == "alive"  # a scan now cached
+    clock.shift(3600)
+    _stop(child)
+    assert [s.id for s in store.prune(60)] == [sid]  # gone is proven by a scan taken after the exit
 
 
 def test_prune_spares_a_live_key_and_removes_it_once_gone(

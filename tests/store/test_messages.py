@@ -11,6 +11,8 @@ import pytest
 
 from agents_room.store import Clock, InvalidArgument, NotRecipient, Store, StoreError, UnknownSession
 
+from .conftest import rows
+
 # -- selectors --------------------------------------------------------------------------------
 
 
@@ -443,10 +445,10 @@ def delivery(store: Store, join: Callable[..., str]) -> Callable[[str], tuple[st
 
 
 def _state(store: Store, recipient: str, mid: int) -> str:
-    return store.db.conn.execute(
-        "SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (recipient, mid)).fetchone()[0]
+    return rows(store, "SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (recipient, mid))[0][0]
 
 
+@pytest.mark.sqlite_only  # a raw sqlite3 connection; on PostgreSQL the next test shows the trigger
 @pytest.mark.parametrize(("start", "back"), [
     ("read", "stored"), ("read", "offered"), ("read", "accepted"), ("read", "undeliverable"),
     ("acked", "read"), ("acked", "stored"), ("expired", "stored"), ("expired", "read"),
@@ -473,6 +475,7 @@ def test_a_backward_move_inside_a_store_transaction_is_a_store_error(
     assert _state(store, recipient, mid) == "acked"
 
 
+@pytest.mark.sqlite_only  # a raw sqlite3 connection
 @pytest.mark.parametrize(("start", "forward"), [("stored", "offered"), ("stored", "undeliverable")])
 def test_a_raw_update_moving_a_delivery_forward_is_allowed(
     store: Store, delivery: Callable[[str], tuple[str, int]], start: str, forward: str

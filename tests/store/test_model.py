@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule
+from hypothesis.stateful import (
+    Bundle, RuleBasedStateMachine, initialize, invariant, multiple, precondition, rule, run_state_machine_as_test,
+)
+
+import pgcluster
+import pytest
 
 from agents_room.store import Clock, InvalidArgument, LeaseNotHeld, NotRecipient, Store, UnknownSession
 
@@ -63,12 +68,15 @@ class StoreMachine(RuleBasedStateMachine):
             self.cwds[name] = os.path.join(self.tmp, name)
             os.mkdir(self.cwds[name])
         self.clock = Clock(fixed=1_800_000_000.0)
-        self.store = Store.open(os.path.join(self.tmp, "store", "room.db"), clock=self.clock, busy_timeout_s=2.0)
+        self.store = Store.open(self.store_location(), clock=self.clock, busy_timeout_s=2.0)
         self.model: dict[str, MSession] = {}
         self.leases: dict[str, dict[str, MLease]] = {}  # path -> holder -> lease
         self.msgs: dict[int, MMessage] = {}
         self.next_mid = 1
         self.next_token = 1
+
+    def store_location(self) -> str:
+        return os.path.join(self.tmp, "store", "room.db")
 
     def teardown(self) -> None:
         self.store.close()
@@ -360,3 +368,22 @@ StoreMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestStoreAgainstModel = StoreMachine.TestCase
+
+
+class PostgresStoreMachine(StoreMachine):
+    """The same machine on PostgreSQL: a fresh schema of the test process's cluster per example."""
+
+    cluster = None
+
+    def store_location(self) -> str:
+        return pgcluster.new_schema(self.cluster)
+
+
+@pytest.mark.slow
+@pytest.mark.postgres_only
+def test_store_against_model_on_postgresql(pg_cluster) -> None:
+    # Half SQLite's examples: every write commits to a server that syncs its log (fsync=on),
+    # so an example costs about twice as much.
+    PostgresStoreMachine.cluster = pg_cluster
+    run_state_machine_as_test(PostgresStoreMachine, settings=settings(
+        StoreMachine.TestCase.settings, max_examples=min(settings.default.max_examples, 50)))

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# The SQLite file, its pragmas, its WAL and its query planner.
+pytestmark = pytest.mark.sqlite_only
+
 from agents_room.store import Clock, Store
 
 # Each hot statement: a fragment of its SQL that identifies it, and what its plan must show.

@@ -188,6 +188,7 @@ def test_drift_check_is_read_only(store: Store, target: Path, join: Callable[...
 
 
 @pytest.mark.parametrize("suffix", ["", "-wal", "-shm"])
+@pytest.mark.sqlite_only  # a PostgreSQL store has no local files
 @pytest.mark.parametrize("op", ["note_read", "drift_check"])
 def test_the_stores_own_files_are_refused(store: Store, join: Callable[..., str], suffix: str, op: str) -> None:
     sid = join()
@@ -197,6 +198,7 @@ def test_the_stores_own_files_are_refused(store: Store, join: Callable[..., str]
     assert err.value.field == "path"
 
 
+@pytest.mark.sqlite_only  # a PostgreSQL store has no local files
 def test_a_symlink_to_the_store_is_refused(store: Store, repo: Path, join: Callable[..., str]) -> None:
     link = repo / "innocent.db"
     link.symlink_to(store.path)

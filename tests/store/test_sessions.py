@@ -15,6 +15,8 @@ import pytest
 
 from agents_room.store import Clock, InvalidArgument, Store, UnknownSession
 
+from .conftest import rows
+
 KEY = "2b50133e-4f0c-4d5e-9a57-0a1b2c3d4e5f"
 
 
@@ -63,7 +65,7 @@ def test_join_without_a_harness_records_unknown(store: Store, join: Callable[...
 
 def test_join_stores_the_harness_key_lowercase(store: Store, join: Callable[..., str]) -> None:
     sid = join(harness_key=KEY.upper())
-    stored = store.db.conn.execute("SELECT harness_key FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+    stored = rows(store, "SELECT harness_key FROM sessions WHERE id = ?", (sid,))[0][0]
     assert stored == KEY
 
 

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# The SQLite file, its pragmas, its WAL and its query planner.
+pytestmark = pytest.mark.sqlite_only
+
 from agents_room.store import Clock, Store, StoreBusy, StoreError
 from agents_room.store.sqlite import SCHEMA_VERSION
 

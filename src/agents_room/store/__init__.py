@@ -2,7 +2,7 @@
 
 :class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
 and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`); the rules themselves live in one module per concept.
+the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, reads, rooms, sessions, wake
+from . import bounds, leases, messages, overview, reads, rooms, sessions, wake
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -27,8 +27,9 @@ from .errors import (
     UnknownSession,
 )
 from .leases import Claim, Lease
-from .liveness import ProcessScan, liveness, scan_processes
+from .liveness import ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
+from .overview import Overview
 from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
@@ -38,10 +39,10 @@ from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
     "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",
-    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Pending", "ProcessScan", "Received",
+    "LeaseState", "LeaseView", "Member", "Message", "NotRecipient", "Offer", "Overview", "Pending", "ProcessScan", "Received",
     "RETRY_WINDOW_S", "RoomError",
     "Sent", "SentMessage", "Session", "Store", "StoreBusy", "StoreError", "UnknownSession", "Location", "resolve",
-    "liveness", "scan_processes",
+    "liveness", "recent_scan", "scan_processes",
 ]
 
 # A read-only call records last_seen only when the stored value is older than this, so
@@ -120,11 +121,15 @@ class Store:
         location = where if isinstance(where, Location) else resolve(where)
         if busy_timeout_s is None:
             busy_timeout_s = _busy_timeout_from_env()
-        if location.engine != "sqlite":
-            raise StoreError(
-                f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
-                "install it with: pip install 'agents-room[postgres]'"
-            )
+        if location.engine == "postgresql":
+            try:
+                from . import postgres
+            except ImportError:
+                raise StoreError(
+                    f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
+                    "install it with: pip install 'agents-room[postgres]'"
+                ) from None
+            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location)
         if not create and not location.path.exists():
             raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
                              "is created when the first agent joins: check the location if you expected one here")
@@ -155,6 +160,7 @@ class Store:
         return sessions.resolve(tx, session_id, self.path, touch=touch)
 
     def _touch_if_stale(self, session: Caller, now: float) -> None:
+        # ``now`` is the read transaction's time (on PostgreSQL the server's, like last_seen).
         if now - session.last_seen >= TOUCH_INTERVAL_S:
             # Best effort: the read has its answer already; a writer holding the lock past
             # the bounded wait must not turn that answer into store_busy.
@@ -201,14 +207,19 @@ class Store:
             rooms.leave_room(tx, self._session(tx, session_id, touch=True), room)
 
     def room_who(self, session_id: Any = None, room: Any = None, *, scan: ProcessScan | None = None) -> list[Member]:
-        """Sessions with liveness: of ``room``, else of the caller's rooms, else all."""
+        """Sessions with liveness: of ``room``, else of the caller's rooms, else all. Liveness
+        comes from a process scan at most ``liveness.SCAN_CACHE_S`` old."""
         room = None if room is None else bounds.room(room)
-        scan = scan or scan_processes()
         with self.db.read() as tx:
             me = None if session_id is None else self._session(tx, session_id, touch=False)
-            found = rooms.who(tx, scan, room, me)
+            found = rooms.who(tx, used := scan or recent_scan(), room, me)
+        doubt = max((m.last_seen for m in found if m.liveness == "gone"), default=None)
+        if scan is None and doubt is not None and doubt >= used.taken_at:
+            # the cached scan predates a "gone" session's last call: it proves nothing
+            with self.db.read() as tx:
+                found = rooms.who(tx, recent_scan(fresh_after=doubt), room, me)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return found
 
     def room_set_autonomy_cap(self, autonomy: Any, session_id: Any = None, room: Any = None) -> tuple[str, str]:
@@ -225,7 +236,7 @@ class Store:
 
     def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None, dry_run: bool = False) -> list[Session]:
         """Remove sessions quiet longer than ``quiet_s`` whose agent is gone (``dry_run``: only
-        say which, in a read transaction)."""
+        say which, in a read transaction). Always a fresh process scan: gone must be proven."""
         quiet = sessions.check_quiet(quiet_s)
         scan = scan or scan_processes()
         with self.db.read() if dry_run else self.db.write() as tx:
@@ -263,7 +274,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             count = messages.unread(tx, me)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return count
 
     def msg_sent(self, session_id: Any, limit: Any = None) -> list[SentMessage]:
@@ -271,7 +282,7 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             out = messages.sent(tx, me, n)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return out
 
     def room_history(self, session_id: Any = None, room: Any = None, limit: Any = None) -> tuple[str, list[Message]]:
@@ -286,7 +297,7 @@ class Store:
             target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
             found = messages.history(tx, target, n)
         if me:
-            self._touch_if_stale(me, self.clock.now())
+            self._touch_if_stale(me, tx.now)
         return target, found
 
     # -- leases -----------------------------------------------------------------------------------
@@ -313,14 +324,14 @@ class Store:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             holders = leases.check(tx, bounds.path(path, me.cwd))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
     def lease_list(self, session_id: Any) -> list[LeaseView]:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             found = leases.live(tx)
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
 
     # -- reads and drift --------------------------------------------------------------------------
@@ -343,7 +354,7 @@ class Store:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
-        self._touch_if_stale(me, self.clock.now())
+        self._touch_if_stale(me, tx.now)
         return drift
 
     # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------
@@ -411,6 +422,14 @@ class Store:
         """The newest event's seq: pollers skip their query while it stays the same."""
         with self.db.read() as tx:
             return wake.last_seq(tx)
+
+    def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
+        """Everything a live view shows (store/overview.py), of ``room`` or of every room, with
+        the lease history of the last ``window_s`` seconds: one read transaction, and never a
+        write (no ``last_seen`` touch, no lease sweep), so watching costs writers nothing."""
+        room = None if room is None else bounds.room(room)
+        with self.db.read() as tx:
+            return overview.snapshot(tx, recent_scan(), lambda after: recent_scan(fresh_after=after), room, window_s)
 
     # -- operations ---------------------------------------------------------------------------------
 

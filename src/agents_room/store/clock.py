@@ -16,6 +16,11 @@ class Clock:
         base = time.time() if self._fixed is None else self._fixed
         return base + self._offset
 
+    @property
+    def fixed(self) -> bool:
+        """Pinned by a test. An unfixed clock on PostgreSQL means the server's clock."""
+        return self._fixed is not None
+
     def shift(self, seconds: float) -> None:
         """Jump the clock by ``seconds`` (negative jumps backward)."""
         self._offset += seconds

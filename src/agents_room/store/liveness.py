@@ -3,15 +3,26 @@
 A harness keeps its key (a UUID) in the environment of every process it spawns, across
 MCP restarts, which a pid does not survive. So liveness asks the running processes which
 keys are in any process's environment.
+
+The scan reads every process's environment (up to a second under load), so answers that
+only show liveness (``room_who``, the dashboard) take :func:`recent_scan`, at most
+``SCAN_CACHE_S`` old; ``prune``, which must prove a session gone, always scans afresh. A scan
+taken before a session's last sign of life cannot prove it gone: :func:`recent_scan` with
+``fresh_after`` scans again then (a session that just joined is never shown gone).
 """
 
 from __future__ import annotations
 
 import os
+import threading
+import time
 from dataclasses import dataclass
 from typing import Literal
 
 Liveness = Literal["alive", "gone", "unknown"]
+
+# How stale a shown liveness may be: a process that exits shows as gone this much later.
+SCAN_CACHE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -21,6 +32,7 @@ class ProcessScan:
 
     pids: frozenset[int]
     keys: frozenset[str]
+    taken_at: float = 0.0  # wall-clock seconds when the scan began
 
 
 def _uuid_shaped(value: bytes) -> bool:
@@ -32,10 +44,11 @@ def scan_processes(proc: str = "/proc") -> ProcessScan:
     skipped (a process we cannot read is not evidence of anything)."""
     pids: set[int] = set()
     keys: set[str] = set()
+    taken_at = time.time()
     try:
         entries = os.listdir(proc)
     except OSError:
-        return ProcessScan(frozenset(), frozenset())
+        return ProcessScan(frozenset(), frozenset(), taken_at)
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -49,7 +62,24 @@ def scan_processes(proc: str = "/proc") -> ProcessScan:
             _, sep, value = item.partition(b"=")
             if sep and _uuid_shaped(value):
                 keys.add(value.decode("ascii", "replace").lower())
-    return ProcessScan(frozenset(pids), frozenset(keys))
+    return ProcessScan(frozenset(pids), frozenset(keys), taken_at)
+
+
+_recent: dict[str, tuple[float, ProcessScan]] = {}
+_recent_lock = threading.Lock()
+
+
+def recent_scan(proc: str = "/proc", max_age_s: float = SCAN_CACHE_S, fresh_after: float | None = None) -> ProcessScan:
+    """A scan at most ``max_age_s`` old (and begun after ``fresh_after``, wall clock, when
+    given), shared by this process's threads: concurrent callers wait for one scan instead
+    of each reading every environment."""
+    with _recent_lock:
+        taken = _recent.get(proc)
+        if (taken is None or time.monotonic() - taken[0] >= max_age_s
+                or (fresh_after is not None and taken[1].taken_at <= fresh_after)):
+            taken = (time.monotonic(), scan_processes(proc))
+            _recent[proc] = taken
+        return taken[1]
 
 
 def liveness(pid: int | None, harness_key: str | None, scan: ProcessScan) -> Liveness:

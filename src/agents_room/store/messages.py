@@ -125,12 +125,13 @@ def send(
     if reply_to is not None and tx.scalar("SELECT 1 FROM messages WHERE id = ?", (reply_to,)) is None:
         raise InvalidArgument("reply_to", f"message {reply_to} does not exist")
     expires_at = None if ttl_s is None else tx.now + ttl_s
-    mid = tx.execute(
-        "INSERT INTO messages (sender, selector, subject, body, reply_to, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    mid = tx.scalar(
+        "INSERT INTO messages (sender, selector, subject, body, reply_to, created_at, expires_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (sender.id, to, subject, body, reply_to, tx.now, expires_at),
-    ).lastrowid
+    )
     rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sender.id,))]
-    tx.conn.executemany("INSERT INTO message_rooms (room, message_id) VALUES (?, ?)", [(r, mid) for r in rooms])
+    tx.many("INSERT INTO message_rooms (room, message_id) VALUES (?, ?)", [(r, mid) for r in rooms])
     states: dict[str, str] = {}
     if recipients:
         marks = ",".join("?" * len(recipients))
@@ -138,7 +139,7 @@ def send(
             f"SELECT id, autonomy, wake_lever FROM sessions WHERE id IN ({marks})", tuple(recipients)
         ):
             states[sid] = "undeliverable" if autonomy == "wake" and not lever else "stored"
-        tx.conn.executemany(
+        tx.many(
             "INSERT INTO deliveries (recipient, message_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
             [(sid, mid, states[sid], tx.now, tx.now) for sid in recipients],
         )
@@ -217,7 +218,7 @@ def recv(tx: Tx, session: Caller, limit: int) -> tuple[list[Message], Inbox | No
 def inbox(tx: Tx, session: Caller) -> Inbox:
     rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
     total, read, last = tx.one(
-        "SELECT count(*), coalesce(sum(state IN ('read', 'acked')), 0), max(created_at) FROM deliveries WHERE recipient = ?",
+        "SELECT count(*), coalesce(sum(CASE WHEN state IN ('read', 'acked') THEN 1 ELSE 0 END), 0), max(created_at) FROM deliveries WHERE recipient = ?",
         (session.id,),
     )
     return Inbox(rooms, total, read, last)
@@ -275,7 +276,7 @@ def history(tx: Tx, room: str, limit: int) -> list[Message]:
     """The last ``limit`` messages sent in ``room``, oldest first. Read-only."""
     rows = tx.all(
         f"SELECT * FROM (SELECT {_MESSAGE} FROM message_rooms r JOIN messages m ON m.id = r.message_id "
-        f"LEFT JOIN sessions s ON s.id = m.sender WHERE r.room = ? ORDER BY m.id DESC LIMIT ?) ORDER BY 1",
+        f"LEFT JOIN sessions s ON s.id = m.sender WHERE r.room = ? ORDER BY m.id DESC LIMIT ?) AS h ORDER BY 1",
         (room, limit),
     )
     return [Message(*r) for r in rows]

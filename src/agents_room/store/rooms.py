@@ -81,11 +81,11 @@ def who(tx: Tx, scan: ProcessScan, room: str | None, session: Caller | None) -> 
         )
         params = (session.id,)
     else:
-        where, params = "1", ()
+        where, params = "1 = 1", ()
     rows = tx.all(
         f"SELECT {', '.join('s.' + c.strip() for c in COLUMNS.split(','))}, "
-        "(SELECT group_concat(room, char(10)) FROM (SELECT room FROM memberships WHERE session_id = s.id ORDER BY room)) "
-        f"FROM sessions s WHERE s.left_at IS NULL AND {where} ORDER BY s.created_at, s.rowid",
+        f"{tx.ROOMS_OF_SESSION} FROM sessions s WHERE s.left_at IS NULL AND {where} "
+        f"ORDER BY s.created_at, {tx.INSERTION_ORDER}",
         params,
     )
     members = []

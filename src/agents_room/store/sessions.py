@@ -216,9 +216,9 @@ def join(
         stored_level = existing.autonomy
     if tags is not None:
         tx.execute("DELETE FROM session_tags WHERE session_id = ?", (sid,))
-        tx.conn.executemany("INSERT INTO session_tags (session_id, tag) VALUES (?, ?)", [(sid, t) for t in tags])
-    tx.conn.executemany(
-        "INSERT OR IGNORE INTO memberships (session_id, room, joined_at) VALUES (?, ?, ?)",
+        tx.many("INSERT INTO session_tags (session_id, tag) VALUES (?, ?)", [(sid, t) for t in tags])
+    tx.many(
+        "INSERT INTO memberships (session_id, room, joined_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
         [(sid, r, tx.now) for r in wanted_rooms],
     )
     rooms = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sid,))]

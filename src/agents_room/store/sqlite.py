@@ -69,12 +69,21 @@ class Tx:
 
     __slots__ = ("conn", "now")
 
+    # Per-engine SQL snippets the rules modules use where the dialects differ.
+    ROOMS_OF_SESSION = (
+        "(SELECT group_concat(room, char(10)) FROM (SELECT room FROM memberships WHERE session_id = s.id ORDER BY room))"
+    )
+    INSERTION_ORDER = "s.rowid"
+
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn
         self.now = now
 
     def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
+
+    def many(self, sql: str, rows: list[tuple]) -> None:
+        self.conn.executemany(sql, rows)
 
     def one(self, sql: str, params: tuple | dict = ()) -> tuple | None:
         return self.conn.execute(sql, params).fetchone()
@@ -289,6 +298,9 @@ class Database:
                 self._admission.close()
 
     # -- files and health -----------------------------------------------------------------
+
+    def after_copy(self, tx: Tx) -> None:
+        """Rows copied with their ids (store/copy.py): AUTOINCREMENT already goes on after them."""
 
     def files(self) -> tuple[Path, Path, Path]:
         """The database, its WAL and its shared-memory file. Never open() these: closing any

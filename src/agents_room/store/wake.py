@@ -73,7 +73,7 @@ def session_for_pids(tx: Tx, pids: list[int], harness: str | None = None) -> Ses
     for pid in pids:
         row = tx.one(
             f"SELECT {COLUMNS} FROM sessions WHERE pid = ? AND left_at IS NULL "
-            "AND (? IS NULL OR harness = ?) ORDER BY created_at DESC LIMIT 1",
+            "AND (CAST(? AS TEXT) IS NULL OR harness = ?) ORDER BY created_at DESC LIMIT 1",
             (pid, harness, harness),
         )
         if row:
@@ -144,7 +144,7 @@ def offers(
     ``offered`` and last signalled at least ``retry_s`` ago. Read-only."""
     rows = tx.all(
         f"SELECT {COLUMNS} FROM sessions WHERE left_at IS NULL AND autonomy = 'wake' AND wake_lever IS NOT NULL "
-        "AND (? IS NULL OR id = ?) AND (? IS NULL OR wake_lever = ?) ORDER BY id",
+        "AND (CAST(? AS TEXT) IS NULL OR id = ?) AND (CAST(? AS TEXT) IS NULL OR wake_lever = ?) ORDER BY id",
         (session_id, session_id, lever, lever),
     )
     out = []

@@ -1,0 +1,331 @@
+"""Everything PostgreSQL-specific: connecting (psycopg 3, the ``postgres`` extra), the one
+write lock that gives the audit its order, the server's clock, the bounded lock wait,
+migrations and the mapping of PostgreSQL's errors onto the store's error tree.
+
+The rules modules run the same SQL as on SQLite through :class:`Tx`: ``?`` placeholders,
+rewritten once per statement text into psycopg's ``%s`` (cached).
+
+Ordering (docs/decisions.md): every write transaction takes one transaction-scoped advisory
+lock (``WRITE_LOCK``) as its first statement, so writers commit one at a time, as on SQLite.
+Every value drawn inside a write transaction (event ``seq``, fencing token, message id) is
+therefore in commit order, which is what the simulator's checker assumes when it replays
+``events`` by ``seq``; and a claim's holder check sees every earlier commit (READ COMMITTED
+takes a new snapshot per statement, after the lock is held). Reads run concurrently, each in
+a REPEATABLE READ snapshot.
+
+Time: with an unfixed :class:`Clock` every transaction's time is the server's
+``clock_timestamp()``, read after the write lock is held, so hosts whose clocks disagree
+judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Iterator
+from types import TracebackType
+from typing import Any
+
+try:
+    import psycopg
+except ImportError as exc:  # the optional extra is not installed
+    raise ImportError("the PostgreSQL backend needs psycopg 3: pip install 'agents-room[postgres]'") from exc
+
+from .clock import Clock
+from .errors import RoomError, StoreBusy, StoreError
+from .location import Location
+
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+SCHEMA_VERSION = 1
+# Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
+WRITE_LOCK = 0x6167_726F_6F6D_0001
+MIGRATE_LOCK = 0x6167_726F_6F6D_0002
+TABLES = ("sessions", "memberships", "messages", "deliveries", "leases", "reads", "events")
+
+_NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
+# The lock first, then the time: the subquery (not flattened: OFFSET 0) runs before the
+# outer target list, so the time is read once the lock is held.
+_LOCK_NOW = f"SELECT extract(epoch FROM clock_timestamp())::float8 FROM (SELECT pg_advisory_xact_lock({WRITE_LOCK}) OFFSET 0) l"
+_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+# ? -> %s once per statement text (a literal % doubled first). The rules modules build a
+# bounded set of texts (IN lists of 1..1000 marks at most), so the cache stays small.
+_PARAMS: dict[str, str] = {}
+
+
+def _pg(sql: str) -> str:
+    found = _PARAMS.get(sql)
+    if found is None:
+        found = _PARAMS[sql] = sql.replace("%", "%%").replace("?", "%s")
+    return found
+
+
+class Tx:
+    """One open transaction (the shape of :class:`.sqlite.Tx`)."""
+
+    __slots__ = ("conn", "now")
+
+    # Per-engine SQL snippets the rules modules use where the dialects differ.
+    ROOMS_OF_SESSION = "(SELECT string_agg(room, chr(10) ORDER BY room) FROM memberships WHERE session_id = s.id)"
+    INSERTION_ORDER = "s.ord"
+
+    def __init__(self, conn: psycopg.Connection, now: float) -> None:
+        self.conn = conn
+        self.now = now
+
+    def execute(self, sql: str, params: tuple | dict = ()) -> psycopg.Cursor:
+        return self.conn.execute(_pg(sql), params or None)
+
+    def many(self, sql: str, rows: list[tuple]) -> None:
+        if rows:
+            self.conn.cursor().executemany(_pg(sql), rows)
+
+    def one(self, sql: str, params: tuple | dict = ()) -> tuple | None:
+        return self.conn.execute(_pg(sql), params or None).fetchone()
+
+    def all(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        return self.conn.execute(_pg(sql), params or None).fetchall()
+
+    def scalar(self, sql: str, params: tuple | dict = ()) -> Any:
+        row = self.conn.execute(_pg(sql), params or None).fetchone()
+        return None if row is None else row[0]
+
+    def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
+        """Append an audit row in this transaction; returns its seq."""
+        return self.conn.execute(
+            "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq",
+            (self.now, session_id, kind, path, _COMPACT(payload)),
+        ).fetchone()[0]  # type: ignore[index]
+
+
+def _scrub(text: str, location: Location) -> str:
+    """Never show the password, even where a driver message would repeat the URL."""
+    from urllib.parse import unquote, urlsplit
+
+    with contextlib.suppress(ValueError):
+        secret = urlsplit(location.target).password
+        if secret:
+            text = text.replace(secret, "***").replace(unquote(secret), "***")
+    return text
+
+
+def _translate(exc: BaseException, location: Location) -> RoomError:
+    """Map a psycopg error onto the store's tree (definite busy vs. indefinite failure)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, location)
+    if state in ("55P03", "57014", "40001", "40P01"):  # lock_not_available, query_canceled, serialization, deadlock
+        return StoreBusy(f"the write lock on {location} was not had in time; nothing was changed, try again")
+    if "delivery_backward" in words or "events_append_only" in words:
+        return StoreError(f"refused: {words}")
+    if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith(("08", "57P", "28"))):
+        return StoreError(f"PostgreSQL at {location}: {words}; the operation may not have happened")
+    return StoreError(f"{location}: {words}")
+
+
+class _Write:
+    """The context manager of :meth:`Database.write` (a class, as in sqlite.py)."""
+
+    __slots__ = ("db",)
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def __enter__(self) -> Tx:
+        return self.db._begin(self.db._write_begin)
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        db = self.db
+        try:
+            if kind is None:
+                try:
+                    db.conn.execute("COMMIT")
+                    return
+                except BaseException as commit_exc:
+                    exc = commit_exc
+            db._rollback()
+            if isinstance(exc, psycopg.Error):
+                raise _translate(exc, db.location) from exc
+            if kind is None:
+                raise exc  # type: ignore[misc]
+        finally:
+            db._lock.release()
+
+
+class Database:
+    """One connection to the PostgreSQL store. Thread-safe: one lock serialises this
+    process's use of the connection."""
+
+    engine = "postgresql"
+
+    def __init__(self, location: Location, clock: Clock, busy_timeout_s: float) -> None:
+        self.location = location
+        self.clock = clock
+        self.busy_timeout_s = busy_timeout_s
+        # An unfixed clock means the server's: one clock for every host (docs/decisions.md).
+        self.server_time = not getattr(clock, "fixed", False)
+        self._write_begin = f"{_BEGIN_WRITE}; {_LOCK_NOW if self.server_time else _LOCK}"
+        self._lock = threading.RLock()
+        self.conn: psycopg.Connection = None  # type: ignore[assignment]
+        self._connection()
+
+    @property
+    def host(self) -> str:
+        return str(self.location)
+
+    def _connection(self) -> psycopg.Connection:
+        """The open connection; a lost one is replaced (its transaction is gone anyway)."""
+        if self.conn is not None and not self.conn.closed and not self.conn.broken:
+            return self.conn
+        try:
+            conn = psycopg.connect(self.location.target, autocommit=True,
+                                   connect_timeout=max(2, int(self.busy_timeout_s)))
+            wait_ms = int(self.busy_timeout_s * 1000)
+            # Past the bound a lock wait fails with 55P03 (StoreBusy); a statement that runs
+            # far longer than any of ours is cancelled (57014, StoreBusy) and rolled back.
+            # Durability is the server's (synchronous_commit as its DBA set it; docs/decisions.md):
+            # a commit the store reports survives what the server promises it survives.
+            conn.execute(f"SET lock_timeout = {wait_ms}; SET statement_timeout = {wait_ms * 4}; "
+                         "SET idle_in_transaction_session_timeout = 60000")
+        except psycopg.Error as exc:
+            words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
+            raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
+        self.conn = conn
+        return conn
+
+    def _rollback(self) -> None:
+        conn = self.conn
+        if conn is not None and not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            with contextlib.suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+
+    def _begin(self, begin: str) -> Tx:
+        """This process's turn on the connection, then ``begin`` in one round trip (BEGIN, and a
+        statement whose one value is the server's time, read after any lock it takes)."""
+        if not self._lock.acquire(timeout=self.busy_timeout_s):
+            raise StoreBusy(f"{self.location} is busy in this process; nothing was changed, try again")
+        try:
+            conn = self._connection()
+            cur = conn.execute(begin)
+            cur.nextset()
+            now = cur.fetchone()[0]  # type: ignore[index]
+            return Tx(conn, now if self.server_time else self.clock.now())
+        except BaseException as exc:
+            self._rollback()
+            self._lock.release()
+            if isinstance(exc, psycopg.Error):
+                raise _translate(exc, self.location) from exc
+            raise
+
+    def write(self) -> _Write:
+        """One write transaction, holding the store's write lock (see the module docstring).
+        Waiting for it is bounded by ``lock_timeout``; past it, ``StoreBusy``."""
+        return _Write(self)
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Tx]:
+        """One read transaction: one snapshot, never blocks writers, never waits for them."""
+        tx = self._begin(f"{_BEGIN_READ}; {_NOW}")
+        try:
+            yield tx
+        except psycopg.Error as exc:
+            raise _translate(exc, self.location) from exc
+        finally:
+            self._rollback()  # nothing to commit: a read
+            self._lock.release()
+
+    def close(self) -> None:
+        with self._lock:
+            if self.conn is not None:
+                self.conn.close()
+
+    def after_copy(self, tx: Tx) -> None:
+        """Rows copied with their ids (store/copy.py): the identities go on after them."""
+        for table, column in (("messages", "id"), ("events", "seq")):
+            tx.execute(f"SELECT setval(pg_get_serial_sequence('{table}', '{column}'), "  # noqa: S608 (fixed names)
+                       f"coalesce(max({column}), 0) + 1, false) FROM {table}")
+
+    def files(self) -> tuple:
+        """No local files: the store is the server's."""
+        return ()
+
+    def health(self) -> dict[str, Any]:
+        """What ``agents-room doctor`` prints: engine, server, schema version, counts."""
+        with self.read() as tx:
+            return {
+                "engine": self.engine,
+                "path": str(self.location),
+                "server_version": tx.scalar("SHOW server_version"),
+                "schema_version": int(tx.scalar("SELECT value FROM agents_room_meta WHERE key = 'schema_version'")),
+                "quick_check": "ok",
+                "rows": {t: tx.scalar(f"SELECT count(*) FROM {t}") for t in TABLES},  # noqa: S608 (fixed names)
+            }
+
+    def integrity_check(self) -> str:
+        """The server keeps its own pages; what can be checked here is that every event is
+        in the table the checker replays, without gaps from a rolled-back writer mid-run."""
+        with self.read() as tx:
+            return "ok" if tx.scalar("SELECT count(*) FROM agents_room_meta") else "no schema"
+
+
+def open_database(location: Location, clock: Clock, busy_timeout_s: float, *, create: bool = True) -> Database:
+    """Connect to the store ``location`` names, creating the schema when the database (its
+    current schema) is empty; ``create=False`` refuses one without a schema instead.
+    Refuses a schema holding tables that are not an agents-room store, or a newer version."""
+    db = Database(location, clock, busy_timeout_s)
+    try:
+        _migrate(db, create)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+_TABLES_HERE = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+
+
+def _version(db: Database) -> int | None:
+    with db.read() as tx:
+        if "agents_room_meta" not in {r[0] for r in tx.all(_TABLES_HERE)}:
+            return None
+        return int(tx.scalar("SELECT value FROM agents_room_meta WHERE key = 'schema_version'"))
+
+
+def _migrate(db: Database, create: bool) -> None:
+    """Forward-only, safe when several processes open a new store at once: the version is
+    read again under an advisory lock, so exactly one of them applies each step (DDL is
+    transactional in PostgreSQL: a failed step leaves nothing behind)."""
+    current = _version(db)
+    if current == SCHEMA_VERSION:
+        return
+    if current is not None and current > SCHEMA_VERSION:
+        raise StoreError(f"{db.location} has schema version {current}, newer than this agents-room "
+                         f"({SCHEMA_VERSION}); upgrade it")
+    if current is None and not create:
+        raise StoreError(f"there is no store at {db.location} (no agents-room schema); nothing was created")
+    from importlib import resources
+
+    script = resources.files(__package__).joinpath("schema_pg.sql").read_text()
+    with db._lock:
+        conn = db._connection()
+        try:
+            conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({MIGRATE_LOCK})")
+            # pg_tables, not to_regclass: the name cache of this backend may still say "absent"
+            # (an advisory lock, unlike a table lock, reads no cache invalidations), while a
+            # catalog query sees what the process that held the lock before us committed.
+            tables = {r[0] for r in conn.execute(_TABLES_HERE).fetchall()}
+            if "agents_room_meta" not in tables:
+                if tables:
+                    raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
+                                     "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
+                conn.execute(script)
+            conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            db._rollback()
+            raise _translate(exc, db.location) from exc
+        except BaseException:
+            db._rollback()
+            raise
