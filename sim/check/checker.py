@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from agents_room.store import Event
 
-from . import blackbox
+from . import blackbox, oracle, oracle_reads, window
 from .crosscheck import crosscheck
 from .delivery import Arithmetic, tally
 from .drift import StaleWrite, check_drift, stale_writes
@@ -28,6 +28,7 @@ from .replay import replay
 INVARIANTS = (
     "lease-exclusive", "lease-token-monotonic", "lease-release-held", "delivery-forward",
     "delivery-exactly-once", "history-events", "drift-truth", "integrity", "lease-windows",
+    *oracle.GROUPS,
 )
 Status = Literal["ok", "violated", "unknown"]
 
@@ -59,6 +60,8 @@ class Verdict:
     integrity: str | None
     unknown_because: tuple[str, ...]
     counts: dict[str, int]  # events, ops, windows, ...
+    # the oracle's rules broken: rule id -> invariant, violations, the first counterexample
+    rules: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -77,6 +80,7 @@ class Verdict:
             "integrity": self.integrity,
             "unknown_because": list(self.unknown_because),
             "counts": self.counts,
+            "rules": self.rules,
         }
 
 
@@ -110,8 +114,10 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     drift_checked, drift_problems = check_drift(rep, ops, cross.owner, clock_slack_s)
     stale = stale_writes(rep, ops)
     box = blackbox.check_ops(ops)
+    orc = oracle.check_events(events, cross.owner, ops, clock_slack_s)
+    read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, window.Commits.of(events, cross.owner, clock_slack_s))
     problems = [*rep.problems, *history_problems, *cross.problems, *delivery_problems, *drift_problems,
-                *box.overlaps]
+                *box.overlaps, *orc.problems, *read_problems]
     if integrity is not None and integrity != "ok":
         problems.append(Problem("integrity", f"PRAGMA integrity_check answered {integrity!r}, not 'ok'",
                                 {"answer": integrity}))
@@ -131,7 +137,7 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     checked = {
         **rep.checked, "delivery-exactly-once": arithmetic.sent + arithmetic.unexpected,
         "history-events": cross.checked, "drift-truth": drift_checked, "integrity": 1,
-        "lease-windows": box.windows,
+        "lease-windows": box.windows, **orc.checked,
     }
     tally_by = Counter(p.invariant for p in problems)
     results = {
@@ -155,7 +161,21 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
         counts={"events": rep.events, "ops": len(ops), "history_records": len(history),
                 "lease_windows": box.windows, "exclusive_windows": box.exclusive_windows,
                 "stale_writes": len(stale)},
+        rules=_rules(problems),
     )
+
+
+def _rules(problems: list[Problem]) -> dict[str, dict[str, Any]]:
+    """Each broken rule of the oracle with its count and its first counterexample (by commit
+    order, else by the op's completion)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in sorted((p for p in problems if p.details.get("rule")),
+                    key=lambda p: (p.details.get("seq") is None, p.details.get("seq") or p.details.get("wall") or 0)):
+        rule = p.details["rule"]
+        if rule not in out:
+            out[rule] = {"invariant": p.invariant, "violations": 0, "first": p.message}
+        out[rule]["violations"] += 1
+    return dict(sorted(out.items()))
 
 
 def _listed(problems: list[Problem], max_listed: int) -> tuple[Violation, ...]:

@@ -20,6 +20,9 @@ from typing import Any, Literal
 Invariant = Literal[
     "lease-exclusive", "lease-token-monotonic", "lease-release-held", "delivery-forward",
     "delivery-exactly-once", "history-events", "drift-truth", "integrity", "lease-windows",
+    # the oracle's rule groups (sim/check/rules.py)
+    "sessions", "autonomy", "selectors", "expiry", "recv-order", "ack", "lease-ttl", "lease-rules",
+    "leave-effects", "read-answers",
 ]
 
 # The contract's delivery state machine (section 4), written out here rather than read from

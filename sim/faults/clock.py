@@ -123,13 +123,18 @@ def retime(events: list[Any], records: list[dict[str, Any]],
     out_events = []
     for ev in events:
         at = ev.at - line.offset_at_seq(ev.seq)
-        payload = ev.payload
+        # the store's own times are kept beside (``store_at``, ``store_expires_at``): a TTL is
+        # a span of the store's clock, which the checker's oracle compares with the client's
+        payload = {**ev.payload, "store_at": ev.at}
         if "expires_at" in payload and isinstance(payload.get("token"), int):
             token = payload["token"]
             if ev.kind in ("lease_grant", "lease_renew"):
                 expiry[token] = line.expiry(float(payload["expires_at"]), at)
             if token in expiry:
-                payload = {**payload, "expires_at": expiry[token]}
+                payload = {**payload, "expires_at": expiry[token], "store_expires_at": payload["expires_at"]}
+        elif ev.kind == "send" and isinstance(payload.get("expires_at"), int | float):
+            payload = {**payload, "expires_at": line.expiry(float(payload["expires_at"]), at),
+                       "store_expires_at": payload["expires_at"]}
         out_events.append(replace(ev, at=at, payload=payload))
     out_records = []
     for r in records:

@@ -170,6 +170,12 @@ def markdown(d: dict[str, Any]) -> str:
     lines.append("")
     if d["invariants"].get("counterexample"):
         lines += [f"**Counterexample**: {d['invariants']['counterexample']}", ""]
+    if d["invariants"].get("rules"):
+        lines += ["## Violated rules", "", "| rule | invariant | violations | first counterexample |", "|---|---|--:|---|"]
+        for rule, r in d["invariants"]["rules"].items():
+            first = r["first"].replace("|", "\\|")
+            lines.append(f"| {rule} | {r['invariant']} | {r['violations']:,} | {first} |")
+        lines.append("")
     if d["violations"]:
         lines.append(f"## Violations ({len(d['violations'])})")
         lines.append("")

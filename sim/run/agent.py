@@ -66,6 +66,7 @@ class Agent:
         self.scn = scenario_mod.load(cfg.scenario)
         self.w = self.scn.workload
         self.rng = workload.agent_rng(self.scn.run.seed, cfg.agent_no, cfg.generation)
+        self.join_rng = workload.agent_rng(self.scn.run.seed, cfg.agent_no, cfg.generation + 1_000_000)
         self.generation = cfg.generation
         self.writer = Writer(Path(cfg.history_dir), process_id(cfg.agent_no, cfg.n_agents, cfg.generation), cfg.agent)
         self.files = workload.Files(tuple(cfg.files), cfg.hot, tuple(cfg.all_tags), tuple(cfg.rooms))
@@ -132,9 +133,16 @@ class Agent:
 
     # -- operations --------------------------------------------------------------------------------
 
-    def join(self) -> bool:
-        args = {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
+    def _join_args(self) -> dict[str, Any]:
+        return {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
                 "harness": "sim", "harness_key": self.cfg.harness_key}
+
+    def join(self) -> bool:
+        """Join (or rejoin by harness key). In a mix with ``rejoin``, a join asks a drawn level
+        too (from its own stream, so the workload's draws stay as they were)."""
+        args = self._join_args()
+        if self.w.weights().get("rejoin", 0) > 0:
+            args["autonomy"] = self.join_rng.choice(workload.LEVELS)
         got = self.record("room_join", args)
         if got is None:
             return False
@@ -168,11 +176,18 @@ class Agent:
         if op.f == "edit":
             args["token"] = self.known.held[args["path"]].token
             self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
+        if op.kind == "stale" and op.args["path"] in self.known.held:
+            self._sleep_past(self.known.held[op.args["path"]].expires_at)
         if op.f == "churn":
             if self.record("room_leave", {"session_id": self.session}, extra) is not None:
                 self.known = Known(peers=self.known.peers)
                 self.session = None
                 self.join()
+            return
+        if op.f == "rejoin":  # by harness key: same session, rooms kept, autonomy raised at most
+            got = self.record("room_join", {**self._join_args(), "autonomy": op.args["autonomy"]}, extra)
+            if got is not None:
+                self.session = self.writer.session = got["session_id"]
             return
         if op.f != "edit":
             args["session_id"] = self.session
@@ -181,13 +196,18 @@ class Agent:
         if op.f == "room_leave_room" and got is not None:
             self.join()  # back into the room: a rejoin by harness key, same session
 
+    def _sleep_past(self, expires_at: float, longest_s: float = 3.0) -> None:
+        """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``."""
+        now = self.clock.now() if self.clock is not None else time.time()
+        time.sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))
+
     def _learn(self, f: str, args: dict[str, Any], got: dict[str, Any] | None) -> None:
         k = self.known
         held = k.held
         if f == "lease_claim" and got and got["ok"]:
             held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
         elif f == "lease_renew" and got:
-            held = {**held, args["path"]: Held(held[args["path"]].mode, got["token"], got["expires_at"])}
+            held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
         elif f in ("lease_release", "lease_renew") and (got is not None or self.last_error == "lease_not_held"):
             held = {p: h for p, h in held.items() if p != args["path"]}
         unacked = k.unacked
@@ -201,7 +221,9 @@ class Agent:
         peers = k.peers
         if f == "room_who" and got:
             peers = tuple(s for s in got["sessions"] if s and s != self.session)
-        self.known = Known(held, reads, unacked, peers, k.now)
+        stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
+        seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen)
 
     # -- phases ------------------------------------------------------------------------------------
 
@@ -209,7 +231,8 @@ class Agent:
         """What the agent knows now: leases whose time is up (by the store's clock) dropped."""
         now = self.clock.now() if self.clock is not None else time.time()
         held = {p: h for p, h in self.known.held.items() if h.expires_at > now}
-        self.known = replace(self.known, held=held, now=now)
+        ran_out = tuple(p for p in self.known.held if p not in held and p not in self.known.stale)
+        self.known = replace(self.known, held=held, now=now, stale=(self.known.stale + ran_out)[-20:])
         return self.known
 
     def work(self, start_ns: int, end_ns: int) -> None:

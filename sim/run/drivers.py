@@ -85,6 +85,25 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
     if f == "drift_check":
         return {"severity": _get(result, "severity"), "changed": _get(result, "changed"),
                 "holder": _get(result, "holder")}
+    if f == "msg_unread":
+        return {"count": result if isinstance(result, int) else _get(result, "count")}
+    if f == "lease_check":
+        holders = _get(result, "holders") or ([_get(result, "lease")] if _get(result, "lease") else [])
+        return {"free": bool(_get(result, "free")),
+                "holders": [[_get(h, "session_id"), _get(h, "mode")] for h in holders]}
+    if f == "lease_list":
+        leases = result if isinstance(result, list) else _get(result, "leases", [])
+        return {"leases": [[_get(x, "path"), _get(x, "session_id"), _get(x, "mode"), bool(_get(x, "mine"))]
+                           for x in leases]}
+    if f == "room_history":
+        room, messages = result if isinstance(result, tuple) else (_get(result, "room"), _get(result, "messages", []))
+        return {"room": room, "message_ids": [_get(m, "id") for m in messages or []]}
+    if f == "msg_sent":
+        messages = result if isinstance(result, list) else _get(result, "messages", [])
+        return {"messages": [[_get(m, "id"), dict(_get(m, "states") or {}), _get(m, "pending")] for m in messages]}
+    if f == "room_set_autonomy_cap":
+        room, level = result if isinstance(result, tuple) else (_get(result, "room"), _get(result, "autonomy"))
+        return {"room": room, "autonomy": level}
     if f == "room_who":
         members = result if isinstance(result, list) else _get(result, "sessions", [])
         return {"sessions": [_get(m, "session_id") for m in members]}

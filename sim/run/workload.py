@@ -43,6 +43,8 @@ class Known:
     unacked: tuple[int, ...] = ()
     peers: tuple[str, ...] = ()
     now: float = 0.0  # wall clock, the store's clock
+    stale: tuple[str, ...] = ()  # paths whose lease ran out while the agent held it (by its clock)
+    seen: tuple[int, ...] = ()  # message ids a room_history answer showed
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,56 @@ def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random
     elif kind == "tag" and files.tags:
         to = "tag:" + rng.choice(files.tags)
     elif kind == "file" and files.paths:
-        to = "file:" + pick_path(w, files, rng).rsplit("/", 1)[-1]
+        path = pick_path(w, files, rng)
+        base = path.rsplit("/", 1)[-1]
+        # the three forms a leased path is matched in: base name, path relative to the holder's
+        # cwd (the sender's own repo layout, so it also matches other repos' holders), absolute;
+        # and a glob
+        to = "file:" + rng.choice((base, "src/" + base, path, base[:-4] + "*", "*.py"))
     else:
         kind, to = "broadcast", "*"
-    return Op("msg_send", {"to": to}, kind)
+    args: dict[str, Any] = {"to": to}
+    if w.message_ttl_s:
+        ttl = rng.choice(w.message_ttl_s)
+        if ttl:
+            args["ttl_s"] = ttl
+    return Op("msg_send", args, kind)
+
+
+LEVELS = ("hold", "notify", "wake")
+
+
+def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Random) -> Op:
+    """The reads, the autonomy moves, and the stale lease calls of an agent that slept."""
+    if choice == "msg_unread":
+        return Op("msg_unread", {})
+    if choice == "msg_sent":
+        return Op("msg_sent", {"limit": rng.choice((1, 5, 50))})
+    if choice == "room_history":
+        room = {"room": rng.choice(files.rooms)} if files.rooms and rng.random() < 0.7 else {}
+        return Op("room_history", {**room, "limit": rng.choice((1, 5, 50))})
+    if choice == "lease_check":
+        return Op("lease_check", {"path": pick_path(w, files, rng)})
+    if choice == "lease_list":
+        return Op("lease_list", {})
+    if choice == "rejoin":
+        return Op("rejoin", {"autonomy": rng.choice(LEVELS)})
+    if choice == "set_cap":
+        room = {"room": rng.choice(files.rooms)} if files.rooms else {}
+        return Op("room_set_autonomy_cap", {**room, "autonomy": rng.choice(LEVELS)})
+    if choice in ("renew_stale", "release_stale"):
+        # a lease that already ran out, else the one that runs out first: the agent sleeps
+        # past its expiry before the call (``Agent.perform``), as a paused agent would
+        if known.stale:
+            path = rng.choice(known.stale)
+        elif known.held:
+            path = min(known.held, key=lambda p: known.held[p].expires_at)
+        else:
+            return _claim(w, files, known, rng)
+        if choice == "renew_stale":
+            return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)}, "stale")
+        return Op("lease_release", {"path": path}, "stale")
+    raise ValueError(f"unknown mix entry {choice!r}")
 
 
 def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
@@ -142,6 +190,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if choice == "msg_recv":
         return Op("msg_recv", {"limit": w.recv_limit})
     if choice == "msg_ack":
+        if known.seen and rng.random() < 0.2:  # a message seen in a room's history, maybe not ours
+            return Op("msg_ack", {"message_id": rng.choice(known.seen)}, "seen")
         if not known.unacked:
             return Op("msg_recv", {"limit": w.recv_limit})
         return Op("msg_ack", {"message_id": known.unacked[0]})
@@ -159,7 +209,7 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return Op("room_leave_room", {"room": rng.choice(files.rooms)})
     if choice == "churn":
         return Op("churn", {})
-    raise ValueError(f"unknown mix entry {choice!r}")
+    return _more(w, files, known, choice, rng)
 
 
 def body(n_bytes: int, tag: str) -> str:

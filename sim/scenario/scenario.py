@@ -29,6 +29,8 @@ MIX_KEYS = (
     "lease_claim", "lease_renew", "lease_release", "edit",
     "send_broadcast", "send_session", "send_tag", "send_file",
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
+    "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
+    "renew_stale", "release_stale",
 )
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
@@ -72,6 +74,7 @@ class Workload:
     edit_margin_s: float = 0.5
     body_bytes: int = 64
     recv_limit: int = 20
+    message_ttl_s: tuple[int, ...] = ()  # a send draws one; 0 sends without ttl_s
     think: Think = Think()
     mix: tuple[tuple[str, float], ...] = ()
 
@@ -210,8 +213,11 @@ def _read_workload(t: Table) -> Workload:
     ttls = tuple(integer("[workload] lease_ttl_s", v, 1, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
     if not ttls:
         raise ScenarioError("[workload] lease_ttl_s: needs at least one TTL")
+    mttl = t.take("message_ttl_s", [], kinds=(int, list))
+    mttls = tuple(integer("[workload] message_ttl_s", v, 0, 2_592_000) for v in (mttl if isinstance(mttl, list) else [mttl]))
     w = Workload(
         mode=t.choice("mode", Workload.mode, ("closed", "open")),
+        message_ttl_s=mttls,
         hot_paths=t.integer("hot_paths", Workload.hot_paths, 0, 10_000),
         hot_fraction=t.number("hot_fraction", Workload.hot_fraction, 0, 1),
         lease_ttl_s=ttls,

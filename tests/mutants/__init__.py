@@ -12,11 +12,21 @@ that blames the wrong thing fails too.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
+REGRESSION = SCENARIOS / "regression.toml"
+ORACLE = SCENARIOS / "oracle.toml"
 
 # A broken lease store may also answer drift checks wrongly (they are judged against who held
 # the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
-LEASE = ("lease-exclusive", "lease-token-monotonic", "lease-release-held", "lease-windows", "drift-truth")
-DELIVERY = ("delivery-forward", "delivery-exactly-once")
+LEASE = ("lease-exclusive", "lease-token-monotonic", "lease-release-held", "lease-windows", "drift-truth",
+         # the oracle's lease groups, and what reads leases: file: selectors, lease_check/lease_list
+         "lease-ttl", "lease-rules", "selectors", "read-answers")
+DELIVERY = ("delivery-forward", "delivery-exactly-once",
+            # the oracle sees a broken recv from its side too: what a recv had to read, what the
+            # reads answer, and a read of a message whose ttl_s passed
+            "recv-order", "read-answers", "expiry")
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,8 @@ class Mutant:
     replay: tuple[str, ...]  # invariants of the event replay that must be violated
     blackbox: tuple[str, ...] = ()  # the black box's, where it applies
     scope: tuple[str, ...] = LEASE  # the only invariants it may break
+    scenario: Path = REGRESSION  # the scenario that catches it (rates.py runs it there)
+    ci: bool = True  # run in the default test run (tests/regression/test_mutants.py); else rates.py only
 
 
 MUTANTS = (
@@ -53,4 +65,65 @@ MUTANTS = (
            "msg_recv marks everything up to the newest id read (acked moves back to read), trigger dropped",
            ("delivery-forward",), scope=DELIVERY),
 )
+
+
+def _rule(name: str, must: tuple[str, ...], scope: tuple[str, ...] = (), *, ci: bool = False,
+          blackbox: tuple[str, ...] = (), scenario: Path = ORACLE) -> Mutant:
+    """A mutant of ``mutants/rules.py``: ``must`` the invariants that must flag it, ``scope``
+    what else its bug may break (its consequences in other rules)."""
+    from . import rules  # noqa: PLC0415
+
+    factory = f"mutants.rules:{name}"
+    bug = (getattr(rules, name).__doc__ or "").strip()
+    return Mutant(name.replace("_", "-"), factory, bug, must, blackbox, tuple(dict.fromkeys((*must, *blackbox, *scope))),
+                  scenario, ci)
+
+
+# The oracle's mutants (tests/mutants/rules.py): at least one per rule group. ``ci`` marks the
+# one per group that the default test run checks; rates.py runs them all.
+LEASE_ALL = (*LEASE, "leave-effects")
+ORACLE_MUTANTS = (
+    _rule("rejoin_skips_rooms", ("sessions",), ("selectors", "read-answers", "autonomy", "leave-effects")),
+    _rule("rejoin_new_session", ("sessions",), ("selectors", "read-answers", "autonomy", "lease-rules", "recv-order")),
+    _rule("leave_keeps_memberships", ("selectors",), ("sessions", "read-answers", "leave-effects")),
+    _rule("message_first_room_only", ("selectors",), ("read-answers",)),
+    _rule("broadcast_to_sender", ("selectors",), ci=True),
+    _rule("rooms_ignored", ("selectors",)),
+    _rule("tag_compared_as_range", ("selectors",)),
+    _rule("file_no_relative", ("selectors",)),
+    _rule("file_relative_to_sender", ("selectors",)),
+    _rule("departed_recipient", ("selectors",), ("sessions",), ci=True),
+    _rule("expire_all", ("expiry",), ("recv-order", "ack"), ci=True),
+    _rule("ttl_in_ms", ("expiry",), ("recv-order", "read-answers", "ack")),
+    _rule("read_overdue", ("expiry",), ("recv-order", "read-answers")),
+    _rule("recv_newest_first", ("recv-order",), ci=True),
+    _rule("recv_limit_plus_one", ("recv-order",)),
+    _rule("recv_stored_only", ("recv-order",), ("delivery-exactly-once", "read-answers", "ack")),
+    _rule("history_marks_read", ("recv-order", "delivery-exactly-once"), ("read-answers", "ack"), ci=True),
+    _rule("ack_any_recipient", ("ack",), ci=True),
+    _rule("shared_lease_1ms", ("lease-ttl",), LEASE_ALL, ci=True),
+    _rule("renew_keeps_ttl", ("lease-ttl",), LEASE_ALL),
+    _rule("sweep_grace", ("lease-release-held",), LEASE_ALL),
+    _rule("release_whole_path", ("lease-release-held",), LEASE_ALL),
+    _rule("renew_same_token", ("lease-token-monotonic",), (*LEASE_ALL, "history-events")),  # renewals matched by token
+    _rule("upgrade_beside_sharers", ("lease-exclusive",), LEASE_ALL, blackbox=("lease-windows",)),
+    _rule("shared_denied_by_shared", ("lease-rules",), LEASE_ALL, ci=True),
+    _rule("renew_exclusive_only", ("lease-rules",), LEASE_ALL),
+    _rule("release_exclusive_only", ("lease-rules",), LEASE_ALL),
+    _rule("leave_keeps_leases", ("leave-effects",), LEASE_ALL, ci=True),
+    _rule("leave_keeps_unread", ("leave-effects",), DELIVERY),
+    _rule("new_session_ignores_ask", ("autonomy",)),
+    _rule("rejoin_lowers", ("autonomy",)),
+    _rule("rejoin_not_clamped", ("autonomy",), ci=True),
+    _rule("cap_off_by_one", ("autonomy",)),
+    _rule("unread_counts_unacked", ("read-answers",)),
+    _rule("unread_counts_overdue", ("read-answers",)),
+    _rule("who_all_sessions", ("read-answers",), ci=True),
+    _rule("lease_check_first_holder", ("read-answers",)),
+    _rule("lease_list_one_per_path", ("read-answers",)),
+    _rule("history_oldest_page", ("read-answers",)),
+    _rule("sent_pending_counts_read", ("read-answers",)),
+    _rule("drift_ignores_later_grants", ("drift-truth",), scenario=REGRESSION),
+)
+MUTANTS = MUTANTS + ORACLE_MUTANTS
 BY_NAME = {m.name: m for m in MUTANTS}

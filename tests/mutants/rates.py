@@ -1,7 +1,8 @@
-"""Detection rates: run the regression scenario against each mutant many times and count how
+"""Detection rates: run each mutant's scenario (``Mutant.scenario``: regression.toml for the
+lease and delivery mutants, oracle.toml for the oracle's) against it many times and count how
 often it is caught (verdict ``invalid``, exit 1, its invariants violated, nothing else).
 
-    .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--control]
+    .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--ci] [--control]
 
 Each run is a fresh ``sim run`` with its own seed (``--seed-from`` + run number), so the rates
 cover many interleavings, not one. ``--control`` adds as many runs of the shipped store, which
@@ -36,10 +37,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mutant", action="append", help="only this one (repeatable); default: all")
     p.add_argument("--control", action="store_true", help="also run the shipped store, which must be valid")
     p.add_argument("--seed-from", type=int, default=1000)
-    p.add_argument("--scenario", type=Path, default=REGRESSION)
+    p.add_argument("--scenario", type=Path, help="run every store on this scenario (default: each mutant's own; "
+                   "the shipped store's control runs take regression.toml unless --control-scenario)")
+    p.add_argument("--control-scenario", type=Path, default=REGRESSION)
+    p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    chosen: list[Mutant | None] = [m for m in MUTANTS if not args.mutant or m.name in args.mutant]
+    chosen: list[Mutant | None] = [m for m in MUTANTS if (not args.mutant or m.name in args.mutant)
+                                   and (not args.ci or m.ci)]
     if args.control:
         chosen.append(None)
     jobs = [(m, i) for i in range(args.runs) for m in chosen]
@@ -48,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         def one(job: tuple[Mutant | None, int]) -> dict:
             m, i = job
             name = m.name if m else "shipped store"
-            run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=args.scenario.absolute(),
+            scenario = args.scenario or (m.scenario if m else args.control_scenario)
+            run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=scenario.absolute(),
                           seed=args.seed_from + i)
             ops = {o["f"]: o["count"] for o in run.report.get("operations", [])}
             got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,

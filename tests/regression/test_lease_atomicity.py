@@ -28,7 +28,9 @@ def assert_valid(run: Run, name: str, driver: str) -> None:
     assert checker["violations"] == [] and checker["unknown_because"] == []
     for invariant, result in checker["invariants"].items():
         assert result["status"] == "ok" and result["violations"] == 0, (invariant, result)
-    for invariant in (*LEASE_INVARIANTS, "delivery-forward", "delivery-exactly-once", "history-events"):
+    for invariant in (*LEASE_INVARIANTS, "delivery-forward", "delivery-exactly-once", "history-events",
+                      # the oracle's groups that every regression run exercises
+                      "sessions", "selectors", "expiry", "recv-order", "ack", "lease-ttl", "lease-rules"):
         assert checker["invariants"][invariant]["checked"] > 0, f"{invariant} checked nothing"
     assert report["integrity"] == "ok" and checker["integrity"] == "ok"
     # Every info op settled (none is expected without faults, but any there is must be).

@@ -163,7 +163,11 @@ def test_the_send_event_names_its_rooms_and_recipients(room: Room) -> None:
     (e,) = room.store.events(before)
     assert (e.session_id, e.payload) == (room.a, {
         "message_id": mid, "selector": "*", "subject": "", "rooms": ["repo:alpha", "team"],
-        "recipients": {room.b: "stored"}})
+        "recipients": {room.b: "stored"}, "ttl_s": None, "expires_at": None})
+    timed = room.store.msg_send(room.a, "*", ttl_s=30)
+    (e,) = room.store.events(_seq(room.store) - 1)
+    assert e.payload["message_id"] == timed.message_id and e.payload["ttl_s"] == 30
+    assert e.payload["expires_at"] == e.at + 30  # what the checker's oracle compares with the client's ttl_s
 
 
 def test_the_delivery_event_records_each_items_previous_state(room: Room) -> None:

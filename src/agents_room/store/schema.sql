@@ -136,12 +136,12 @@ CREATE TABLE reads (
 -- Append-only audit, written in the same transaction as every change. SQLite commits
 -- one writer at a time, so seq is the true order of everything that happened.
 -- kind and payload (JSON):
---   join          {rooms, autonomy, harness_key, rejoin, label, tags}
+--   join          {rooms, autonomy, harness_key, rejoin, label, tags, cwd}
 --   leave         {rooms, reason}                     ('leave' or 'prune')
 --   leave_room    {room}
 --   autonomy      {from, to, reason}                  (rejoin raise, or lowered by a cap)
 --   cap           {room, autonomy}
---   send          {message_id, selector, subject, rooms, recipients: {session: state}}
+--   send          {message_id, selector, subject, rooms, recipients: {session: state}, ttl_s, expires_at}
 --   delivery      {to, items: [[message_id, from_state], ...]}   (session = recipient)
 --   wake          {lever, items: [message_id, ...], retry: true}  (an offered delivery signalled again)
 --   (the lease and read kinds carry their path in the path column, not in the payload)

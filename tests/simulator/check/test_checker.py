@@ -226,7 +226,8 @@ def test_a_delivery_moving_backward() -> None:
     r.event(T0 + 3, "B", "delivery", to="read", items=[[mid, "acked"]])
     r.recv(1, "B", T0 + 4, [], marked=[])
     v = r.check()
-    assert violated(v) == {"delivery-forward"} and "acked → read" in (v.counterexample or "")
+    # the oracle sees the same move from its side: a read no recv made (RV4)
+    assert violated(v) == {"delivery-forward", "recv-order"} and "acked → read" in (v.counterexample or "")
 
 
 def test_a_message_lost_after_the_recipient_drained() -> None:
@@ -235,7 +236,7 @@ def test_a_message_lost_after_the_recipient_drained() -> None:
     r.recv(1, "B", T0 + 1, [mid])
     r.recv(2, "C", T0 + 1, [])  # drained after the send, yet the store kept it unread
     v = r.check()
-    assert violated(v) == {"delivery-exactly-once"}
+    assert violated(v) == {"delivery-exactly-once", "recv-order"}  # the oracle: an empty answer while it waited (RV3)
     assert (v.deliveries.lost, v.deliveries.delivered_once) == (1, 1)
     assert f"lost: message {mid}" in (v.counterexample or "") and "session C" in (v.counterexample or "")
 
@@ -245,7 +246,7 @@ def test_a_message_the_store_marked_read_but_nobody_got_is_lost() -> None:
     mid = r.send(0, "A", T0, {"B": "stored"})
     r.recv(1, "B", T0 + 1, [], marked=[mid])
     v = r.check()
-    assert violated(v) == {"delivery-exactly-once"} and v.deliveries.lost == 1
+    assert violated(v) == {"delivery-exactly-once", "recv-order"} and v.deliveries.lost == 1  # RV2: not answered
 
 
 def test_a_message_received_twice() -> None:
@@ -255,7 +256,7 @@ def test_a_message_received_twice() -> None:
     m2 = r.send(0, "A", T0 + 2, {"B": "stored"})
     r.recv(1, "B", T0 + 3, [m1, m2], marked=[m2])
     v = r.check()
-    assert violated(v) == {"delivery-exactly-once"}
+    assert violated(v) == {"delivery-exactly-once", "recv-order"}  # RV2: answered more than it read
     assert (v.deliveries.duplicated, v.deliveries.delivered_once) == (1, 1)
     assert (v.counterexample or "").startswith(f"delivery-exactly-once: duplicated: message {m1}")
 
@@ -334,7 +335,7 @@ def test_a_denied_claim_that_has_a_grant_event() -> None:
     r = Run()
     r.event(T0 + 0.001, "A", "lease_grant", X, mode="exclusive", token=1, expires_at=T0 + 10, previous_mode=None)
     r.deny(0, "A", X, T0, holder="B")
-    assert violated(r.check()) == {"history-events"}
+    assert violated(r.check()) == {"history-events", "lease-rules"}  # LR1: B never held X
 
 
 def test_a_grant_nobody_asked_for() -> None:
@@ -347,7 +348,7 @@ def test_a_grant_nobody_asked_for() -> None:
 def test_info_ops_are_settled_found_and_not_found() -> None:
     r = Run()
     r.event(T0 + 0.5, "A", "lease_grant", X, mode="exclusive", token=1, expires_at=T0 + 10, previous_mode=None)
-    r.op(0, "A", "lease_claim", {"path": X}, T0, outcome="info", error="timeout")
+    r.op(0, "A", "lease_claim", {"path": X, "ttl_s": 9.5}, T0, outcome="info", error="timeout")
     r.op(1, "B", "lease_claim", {"path": Y}, T0, outcome="info", error="timeout")
     r.record(2, "C", "invoke", "msg_send", {"to": "*"}, T0)  # killed before it could complete
     v = r.check()
@@ -360,7 +361,7 @@ def test_an_info_claim_that_took_effect_twice() -> None:
     r = Run()
     r.event(T0 + 0.5, "A", "lease_grant", X, mode="exclusive", token=1, expires_at=T0 + 10, previous_mode=None)
     r.event(T0 + 0.6, "A", "lease_grant", X, mode="exclusive", token=2, expires_at=T0 + 10, previous_mode="exclusive")
-    r.op(0, "A", "lease_claim", {"path": X}, T0, outcome="info", error="timeout")
+    r.op(0, "A", "lease_claim", {"path": X, "ttl_s": 9.5}, T0, outcome="info", error="timeout")
     v = r.check()
     assert violated(v) == {"history-events"} and "took effect twice" in (v.counterexample or "")
 

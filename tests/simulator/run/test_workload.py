@@ -99,7 +99,24 @@ def test_messages_follow_what_the_agent_knows() -> None:
     assert {op.args["to"] for op in draw(mix(send_session=1), Known(peers=peers))} == set(peers)
     assert {op.args["to"] for op in draw(mix(send_tag=1), Known())} == {"tag:backend", "tag:ops"}
     files = {op.args["to"] for op in draw(mix(send_file=1), Known())}
-    assert files <= {"file:" + p.rsplit("/", 1)[1] for p in FILES.paths} and len(files) > 1
+    bases = [p.rsplit("/", 1)[1] for p in FILES.paths]
+    forms = {f"file:{b}" for b in bases} | {f"file:src/{b}" for b in bases} | {f"file:{p}" for p in FILES.paths} \
+        | {f"file:{b[:-4]}*" for b in bases} | {"file:*.py"}
+    assert files <= forms and len(files) > 5  # base name, holder-relative, absolute, globs
+    seen = draw(mix(msg_ack=1), Known(unacked=(12,), seen=(40, 41)))
+    assert {op.args["message_id"] for op in seen} == {12, 40, 41}  # some acks of what a room's history showed
+
+
+def test_stale_lease_calls_and_the_reads() -> None:
+    held = {FILES.paths[0]: Held("exclusive", 1, 5.0), FILES.paths[1]: Held("shared", 2, 3.0)}
+    stale = draw(mix(renew_stale=1), Known(held=held, now=1.0))
+    assert {(op.f, op.args["path"], op.kind) for op in stale} == {("lease_renew", FILES.paths[1], "stale")}
+    gone = draw(mix(release_stale=1), Known(stale=(FILES.paths[2],)))
+    assert {(op.f, op.args["path"]) for op in gone} == {("lease_release", FILES.paths[2])}
+    reads = {op.f for op in draw(mix(msg_unread=1, msg_sent=1, room_history=1, lease_check=1, lease_list=1,
+                                     rejoin=1, set_cap=1), Known())}
+    assert reads == {"msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin",
+                     "room_set_autonomy_cap"}
 
 
 def test_reads_drift_and_rooms() -> None:

@@ -1,0 +1,96 @@
+"""The oracle's lease rules (LT1-LT4, LR4): grants, renewals, releases and sweeps replayed
+with the expiry the client asked for, against what the store's event says."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import stamp
+from .operation import Op
+from .oracle_state import CLAIM_TTL_S, EPS, Hold, Oracle
+
+
+def _put(o: Oracle, path: str, hold: Hold) -> None:
+    o.leases[path][hold.session] = hold
+    o.held_paths[hold.session].add(path)
+
+
+def _drop(o: Oracle, path: str, sid: str) -> Hold | None:
+    o.held_paths[sid].discard(path)
+    return o.leases[path].pop(sid, None)
+
+
+def store_span(p: dict[str, Any], at: float, expires: float) -> float:
+    """The event's span (expiry minus time) on the store's own clock: with clock jumps the
+    events come retimed onto the host clock, their store times beside them."""
+    if "store_at" in p:
+        return float(p.get("store_expires_at", p.get("expires_at", expires))) - float(p["store_at"])
+    return expires - at
+
+
+def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
+    sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
+    args = op.args if op is not None and op.f == "lease_claim" else None
+    mode = str(p.get("mode"))
+    expires = float(p.get("expires_at", at))
+    ttl = expires - at
+    if args is not None:
+        o.checked["lease-ttl"] += 1
+        ttl = float(args.get("ttl_s") or CLAIM_TTL_S)
+        asked = args.get("mode") or "exclusive"
+        if abs(store_span(p, at, expires) - ttl) > EPS:
+            o.fail("LT1", f"{path}: {op.describe()} asked ttl_s {ttl}; granted at {stamp(at)} until {stamp(expires)}, "
+                   f"not {stamp(at + ttl)}", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
+        if mode != asked:
+            o.fail("LT4", f"{path}: {op.describe()} asked {asked}, was granted {mode}", seq, at, path=path, session=sid)
+        expires, mode = (expires if "store_at" in p else at + ttl), asked  # (verified just above)
+    for h in o.leases[path].values():  # (a conflict by the store's own expiry is lease-exclusive's)
+        if (h.session != sid and h.store_expires <= at < h.expires_at - EPS
+                and (mode == "exclusive" or h.mode == "exclusive")):
+            o.fail("LT3", f"{path}: session {sid} was granted {mode} while session {h.session} held it {h.mode} "
+                   f"until {stamp(h.expires_at)} by the ttl_s it asked", seq, at, path=path, session=sid,
+                   other=h.session)
+    _put(o, path, Hold(sid, mode, int(p.get("token") or 0), expires, ttl, float(p.get("expires_at", expires))))
+    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+
+
+def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:
+    sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
+    mine = o.leases[path].get(sid)
+    o.checked["lease-rules"] += 1
+    if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
+        o.fail("LR4", f"{path}: session {sid} renewed at {stamp(at)}, but its lease ran out at "
+               f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
+    expires = float(p.get("expires_at", at))
+    ttl = expires - at
+    if op is not None and op.f == "lease_renew" and mine is not None:
+        o.checked["lease-ttl"] += 1
+        ttl = float(op.args["ttl_s"]) if op.args.get("ttl_s") is not None else mine.ttl
+        if abs(store_span(p, at, expires) - ttl) > EPS:
+            o.fail("LT2", f"{path}: {op.describe()} renewed until {stamp(expires)}, not {stamp(at + ttl)} "
+                   f"(ttl_s {ttl})", seq, at, path=path, session=sid, answered=expires, expected=at + ttl)
+        expires = expires if "store_at" in p else at + ttl
+    _put(o, path, Hold(sid, mine.mode if mine else str(p.get("mode")), int(p.get("token") or 0), expires, ttl,
+                       float(p.get("expires_at", expires))))
+    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+
+
+def on_release(o: Oracle, ev: Any, op: Op | None) -> None:
+    sid, seq, at, path = ev.session_id, ev.seq, ev.at, ev.path
+    mine = _drop(o, path, sid)
+    if ev.payload.get("reason") == "release":
+        o.checked["lease-rules"] += 1
+        if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
+            o.fail("LR4", f"{path}: session {sid} released at {stamp(at)}, but its lease ran out at "
+                   f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
+    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+
+
+def on_expire(o: Oracle, ev: Any, op: Op | None) -> None:
+    sid, seq, at, path = ev.session_id, ev.seq, ev.at, ev.path
+    mine = _drop(o, path, sid)
+    o.checked["lease-ttl"] += 1
+    if mine is not None and mine.expires_at > at + EPS and mine.store_expires <= at:  # (else lease-release-held's)
+        o.fail("LT3", f"{path}: the lease of session {sid} was swept at {stamp(at)}, before {stamp(mine.expires_at)} "
+               "(the ttl_s its client asked)", seq, at, path=path, session=sid, expected=mine.expires_at)
+    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))

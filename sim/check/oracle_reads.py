@@ -1,0 +1,233 @@
+"""The oracle's judgement of operations that write no event: reads, denied claims, refused
+renewals, releases and acks. Each is judged against every state the model held between the
+events that bracket its wall window [invoke - slack, completion + slack]: an answer is right
+if it matches the model at *some* moment of that window (time included: a lease or a
+message's ttl_s may run out inside it), and a violation when it matches none.
+
+Rules: ``sim/check/rules.py`` (RV3, AK2, AK3, LR1-LR3, RD1-RD6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Problem
+from .operation import Op
+from .oracle_state import UNREAD, Hold, Oracle
+from .window import Commits, window
+from .rules import problem
+
+NOTHING: tuple[Hold, ...] = ()
+
+
+def _moments(holds: tuple[Hold, ...], a: float, b: float) -> list[float]:
+    """The moments in [a, b] at which the live set of ``holds`` can differ: a, and each expiry."""
+    return [a, *(h.expires_at for h in holds if a < h.expires_at <= b)]
+
+
+def _live(holds: tuple[Hold, ...], t: float) -> tuple[Hold, ...]:
+    return tuple(h for h in holds if h.expires_at > t)
+
+
+def _lease_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold, ...]]:
+    return [_live(holds, t) for holds, a, b in _window(o, o.lease_tl.get(path, []), lo, hi, NOTHING)
+            for t in _moments(holds, a, b)]
+
+
+_EMPTY: list[Any] = []
+
+
+def _window(o: Oracle, timeline: list[Any], lo: float, hi: float, empty: Any) -> list[tuple[Any, float, float]]:
+    return window(timeline, lo, hi, empty, o.commits)  # type: ignore[arg-type]
+
+
+def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[Problem]:
+    o.commits = commits
+    out: list[Problem] = []
+    for op in ops:
+        judge = _JUDGES.get(op.f)
+        if judge is None or op.end is None or op.outcome == "info":
+            continue
+        lo, hi = op.start - slack, op.end + slack
+        found = judge(o, op, lo, hi)
+        if found is not None:
+            rule, message, details = found
+            out.append(problem(rule, f"{op.describe()}: {message}", op=op.describe(), process=op.process,
+                               index=op.index, wall=op.end, **details))
+    return out
+
+
+Found = tuple[str, str, dict[str, Any]] | None
+
+
+def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok" or (op.result or {}).get("ok") or op.path is None:
+        return None
+    o.checked["lease-rules"] += 1
+    mode = op.args.get("mode") or "exclusive"
+    for holds in _lease_states(o, op.path, lo, hi):
+        if any(h.session != op.session and (mode == "exclusive" or h.mode == "exclusive") for h in holds):
+            return None
+    return ("LR1", f"was denied {mode} on {op.path} (holder {(op.result or {}).get('holder')}), but no other session "
+            "held it in a conflicting mode at any moment of its window", {"path": op.path})
+
+
+def _not_held(rule: str, verb: str) -> Any:
+    def judge(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+        if op.outcome != "fail" or op.error != "lease_not_held" or op.path is None:
+            return None
+        o.checked["lease-rules"] += 1
+        for holds in _lease_states(o, op.path, lo, hi):
+            if not any(h.session == op.session for h in holds):
+                return None
+        return (rule, f"was refused lease_not_held, yet the session held a live lease on {op.path} throughout its "
+                f"window: its {verb} was due", {"path": op.path})
+    return judge
+
+
+def _recv(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok" or (op.result or {}).get("message_ids"):
+        return None
+    o.checked["recv-order"] += 1
+    for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
+        if all(o.expires.get(m) is not None and o.expires[m] <= b for m in unread):  # type: ignore[operator]
+            return None
+    waiting = sorted(o.unread.get(op.session, ()))  # type: ignore[arg-type]
+    return ("RV3", "answered no messages, but unread, unexpired deliveries waited throughout its window "
+            f"(now unread: {waiting[:10]})", {"session": op.session})
+
+
+def _unread(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok":
+        return None
+    count = (op.result or {}).get("count")
+    o.checked["read-answers"] += 1
+    seen = []
+    for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
+        most = sum(1 for m in unread if o.expires.get(m) is None or o.expires[m] > a)  # type: ignore[operator]
+        least = sum(1 for m in unread if o.expires.get(m) is None or o.expires[m] > b)  # type: ignore[operator]
+        if least <= (count if isinstance(count, int) else -1) <= most:
+            return None
+        seen.append((least, most))
+    return ("RD2", f"answered count {count}; the model's unread, unexpired count in its window was {seen[:5]}",
+            {"answered": count, "expected": seen[:5]})
+
+
+def _who(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok" or op.session is None:
+        return None
+    o.checked["read-answers"] += 1
+    got = set((op.result or {}).get("sessions") or ())
+    wants = []
+    for members, _a, _b in _window(o, o.member_tl, lo, hi, {}):
+        mine = members.get(op.session, frozenset())
+        want = {sid for sid, rooms in members.items() if rooms & mine}
+        if got == want:
+            return None
+        wants.append(sorted(want))
+    return ("RD1", f"listed {sorted(got)}; the live sessions sharing a room with it were {wants[-1] if wants else []}",
+            {"answered": sorted(got), "expected": wants[-1] if wants else []})
+
+
+def _holders(holds: tuple[Hold, ...]) -> set[tuple[str, str]]:
+    return {(h.session, h.mode) for h in holds}
+
+
+def _lease_check(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok" or op.path is None:
+        return None
+    o.checked["read-answers"] += 1
+    got = {(s, m) for s, m in (op.result or {}).get("holders") or ()}
+    free = (op.result or {}).get("free")
+    states = [_holders(h) for h in _lease_states(o, op.path, lo, hi)]
+    if any(got == want and free == (not want) for want in states):
+        return None
+    return ("RD3", f"answered free={free}, holders {sorted(got)}; the model's live holders of {op.path} in its window "
+            f"were {[sorted(s) for s in states[:4]]}", {"path": op.path})
+
+
+def _lease_list(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok":
+        return None
+    o.checked["read-answers"] += 1
+    got: dict[str, set[tuple[str, str, bool]]] = {}
+    for path, sid, mode, mine in (op.result or {}).get("leases") or ():
+        got.setdefault(path, set()).add((sid, mode, bool(mine)))
+    paths = set(got) | {p for p, tl in o.lease_tl.items() if any(h for h, _a, _b in _window(o, tl, lo, hi, NOTHING))}
+    for path in sorted(paths):  # per path: a relaxation of "one moment for the whole list"
+        states = [{(h.session, h.mode, h.session == op.session) for h in holds}
+                  for holds in _lease_states(o, path, lo, hi)]
+        if got.get(path, set()) not in states:
+            return ("RD4", f"listed {sorted(got.get(path, set()))} on {path}; the model's live leases there in its "
+                    f"window were {[sorted(s) for s in states[:4]]}", {"path": path})
+    return None
+
+
+def _history(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok":
+        return None
+    o.checked["read-answers"] += 1
+    room = (op.result or {}).get("room")
+    got = list((op.result or {}).get("message_ids") or ())
+    limit = int(op.args.get("limit") or 50)
+    msgs = o.room_msgs.get(room, [])
+    span = o.commits.span
+    for n in range(len(msgs) + 1):  # the room's first n messages: a state if n-1 may have committed by hi
+        if (n and span(msgs[n - 1][1])[0] > hi) or (n < len(msgs) and span(msgs[n][1])[1] < lo):
+            continue  # ... and message n may not have committed before lo
+        if got == [m for m, _ in msgs[max(0, n - limit):n]]:
+            return None
+    return ("RD5", f"answered {got[:10]} for room {room} (limit {limit}); the model's last messages there were "
+            f"{[m for m, _ in msgs[-limit:]][:10]}", {"room": room, "answered": got[:50]})
+
+
+def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    if op.outcome != "ok" or op.session is None:
+        return None
+    o.checked["read-answers"] += 1
+    got = (op.result or {}).get("messages") or []
+    ids = [m[0] for m in got]
+    span = o.commits.span
+    mine = [m for m, seq in o.sent_by.get(op.session, []) if span(seq)[0] <= hi]
+    surely = [m for m, seq in o.sent_by.get(op.session, []) if span(seq)[1] < lo]
+    limit = int(op.args.get("limit") or 50)
+    if not any(ids == mine[:n][::-1][:limit] for n in range(len(surely), len(mine) + 1)):
+        return ("RD6", f"listed messages {ids[:10]}; the model's, newest first, were {mine[::-1][:10]}", {})
+    for mid, states, pending in got:
+        for rid, state in states.items():
+            seen = {s for s, _a, _b in _window(o, o.pair_tl.get((mid, rid), _EMPTY), lo, hi, None)}
+            exp = o.expires.get(mid)
+            if state == "expired" and exp is not None and exp <= hi and seen & UNREAD:
+                continue
+            if state not in seen:
+                return ("RD6", f"showed message {mid} to {rid} as {state}; the model's states in its window were "
+                        f"{sorted(s for s in seen if s)}", {"message_id": mid, "recipient": rid})
+        unread = sum(1 for s in states.values() if s in UNREAD)
+        if pending != unread:
+            return ("RD6", f"showed message {mid} with {pending} pending, but {unread} of its states are unread",
+                    {"message_id": mid})
+    return None
+
+
+def _ack(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    mid = op.args.get("message_id")
+    pair = (mid, op.session)
+    states = {s for s, _a, _b in _window(o, o.pair_tl.get(pair, _EMPTY), lo, hi, None)}  # type: ignore[arg-type]
+    if op.outcome == "ok":
+        o.checked["ack"] += 1
+        if not states & {"read", "acked"}:
+            return ("AK2", f"acked message {mid}, but its delivery to the caller was {sorted(str(s) for s in states)} "
+                    "throughout the window (never read)", {"message_id": mid})
+    elif op.error == "not_recipient":
+        o.checked["ack"] += 1
+        if None not in states:
+            return ("AK3", f"was refused not_recipient for message {mid}, which was delivered to the caller",
+                    {"message_id": mid})
+    return None
+
+
+_JUDGES = {
+    "lease_claim": _claim, "lease_renew": _not_held("LR2", "renewal"), "lease_release": _not_held("LR3", "release"),
+    "msg_recv": _recv, "msg_unread": _unread, "room_who": _who, "lease_check": _lease_check,
+    "lease_list": _lease_list, "room_history": _history, "msg_sent": _sent, "msg_ack": _ack,
+}

@@ -1,0 +1,83 @@
+"""The rules the oracle (``sim/check/oracle.py``, ``sim/check/oracle_reads.py``) recomputes, by audit id.
+
+Each rule belongs to one invariant of the checker's table (its group); a violation names the
+rule id in its ``details["rule"]`` and at the head of its message, so a report says which rule
+of the contract broke. docs/history.md holds the audit table: rule -> invariant -> mutant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .model import Problem
+
+# group (the checker's invariant) -> rule id -> the rule in words
+RULES: dict[str, dict[str, str]] = {
+    "sessions": {
+        "SR1": "a join keeps the session's rooms, adds the asked ones and its repo room",
+        "SR2": "a join with the harness key of a live session rejoins it (same id); otherwise a new id",
+        "SR3": "room_leave_room removes a room the session is in (and only that one)",
+        "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id)",
+    },
+    "autonomy": {
+        "AU1": "a new session starts at the asked level or notify, clamped by its rooms' lowest cap",
+        "AU2": "a rejoin keeps the level unless it asks higher (raised, clamped); lower is refused",
+        "AU3": "a cap lowers every live member above it in the same transaction",
+        "AU4": "an autonomy change starts from the level the session held",
+    },
+    "selectors": {
+        "SE1": "'*' reaches every live session sharing a room with the sender, never the sender",
+        "SE2": "'tag:<t>' reaches the sender's room peers that joined with tag t",
+        "SE3": "'file:<glob>' reaches peers holding a live lease whose absolute, holder-relative or base path matches",
+        "SE4": "'<session-id>' reaches that live session only",
+        "SE5": "a message is stored in every room its sender was in when it sent",
+    },
+    "expiry": {
+        "EX1": "a message expires at its send time plus the client's ttl_s, never without one",
+        "EX2": "a delivery expires only once its message's ttl_s passed, or when its recipient leaves",
+        "EX3": "a recv never reads a message whose ttl_s has passed",
+    },
+    "recv-order": {
+        "RV1": "a recv reads exactly the oldest min(limit, n) unread, unexpired deliveries of its caller",
+        "RV2": "its answer lists those messages, oldest first",
+        "RV3": "an empty answer only when nothing unread and unexpired waited at some moment of its window",
+        "RV4": "only a msg_recv moves a delivery to read (room_history, msg_sent never do)",
+    },
+    "ack": {
+        "AK1": "only the recipient's own msg_ack of that message moves its delivery to acked",
+        "AK2": "an ok msg_ack is of a delivery the caller has read (or acked)",
+        "AK3": "not_recipient only when the caller never had a delivery of that message",
+    },
+    "lease-ttl": {
+        "LT1": "a grant expires at its time plus the client's ttl_s (600 when not given)",
+        "LT2": "a renewal expires at its time plus the client's ttl_s, else the lease's own",
+        "LT3": "a lease is swept only once its model expiry has passed",
+        "LT4": "a grant is in the mode the client asked (exclusive when not given)",
+    },
+    "lease-rules": {
+        "LR1": "a denied claim met a conflicting live holder at some moment of its window",
+        "LR2": "lease_renew fails with lease_not_held only when the caller held no live lease then",
+        "LR3": "lease_release fails with lease_not_held only when the caller held no live lease then",
+        "LR4": "a renewal or release event is of a live lease its session holds (model expiry)",
+    },
+    "leave-effects": {
+        "LV1": "leave and prune release every lease of the session",
+        "LV2": "leave and prune expire every unread delivery of the session",
+        "LV3": "leave reports and clears exactly the rooms the session was in",
+    },
+    "read-answers": {
+        "RD1": "room_who lists the live sessions sharing a room with the caller, itself included",
+        "RD2": "msg_unread counts the unread deliveries whose ttl_s has not passed",
+        "RD3": "lease_check lists the live holders of the path (free when none)",
+        "RD4": "lease_list lists every live lease, 'mine' for the caller's",
+        "RD5": "room_history answers the last 'limit' messages of the room, oldest first",
+        "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was",
+    },
+}
+GROUP_OF = {rule: group for group, rules in RULES.items() for rule in rules}
+GROUPS = tuple(RULES)
+
+
+def problem(rule: str, message: str, **details: Any) -> Problem:
+    """A violation of ``rule``: its group is the invariant, its id heads the message."""
+    return Problem(GROUP_OF[rule], f"[{rule}] {message}", {"rule": rule, **details})  # type: ignore[arg-type]

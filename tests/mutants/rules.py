@@ -1,0 +1,184 @@
+"""Broken stores for the oracle's rules: each is the shipped store with one realistic one-line
+bug (``mutation.rewrite``: one exact snippet of one function replaced), opened as
+``SIM_STORE_FACTORY=mutants.rules:<name>``. The table names the rule each one breaks; the
+matrix (``mutants/__init__.py``) names the invariant that must catch it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from agents_room.store import Store, bounds, leases, messages, reads, rooms, sessions
+from agents_room.store.messages import Message
+
+from .mutation import rewrite
+
+# name -> (rule, module, function, old snippet, new snippet, the bug in words)
+MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
+    # -- sessions and rooms
+    "rejoin_skips_rooms": ("SR1", sessions, "join", "[(sid, r, tx.now) for r in wanted_rooms],",
+                           "[(sid, r, tx.now) for r in wanted_rooms if existing is None],",
+                           "a rejoin does not add the rooms it asks for (only a new session joins them)"),
+    "rejoin_new_session": ("SR2", sessions, "join", "existing = Session.from_row(row) if row else None",
+                           "existing = None",
+                           "the harness key of a live session makes a new session instead of rejoining it"),
+    "leave_keeps_memberships": ("SE1", rooms, "leave",
+                                'tx.execute("DELETE FROM memberships WHERE session_id = ?", (session.id,))', "pass",
+                                "room_leave keeps the memberships: broadcasts still reach the departed session"),
+    "message_first_room_only": ("SE5", messages, "send",
+                                '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sender.id,)',
+                                '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room LIMIT 1", (sender.id,)',
+                                "a message is stored in the sender's first room only"),
+    # -- selectors
+    "broadcast_to_sender": ("SE1", messages, "resolve_selector", "return _peers(tx, sender.id)",
+                            "return sorted({*_peers(tx, sender.id), sender.id})",
+                            "a broadcast reaches its own sender"),
+    "rooms_ignored": ("SE1", messages, "_peers", "JOIN memberships m2 ON m2.room = m1.room ",
+                      "JOIN memberships m2 ON m2.room = m2.room ",
+                      "the peer query joins on the wrong column: every session is a peer, shared room or not"),
+    "tag_compared_as_range": ("SE2", messages, "resolve_selector", '"SELECT session_id FROM session_tags WHERE tag = ?"',
+                              '"SELECT session_id FROM session_tags WHERE tag >= ?"',
+                              "tag:<t> compares tags with >=, reaching peers whose tag sorts after t"),
+    "file_no_relative": ("SE3", messages, "_file_matches",
+                         "forms = [path, os.path.relpath(path, holder_cwd), os.path.basename(path)]",
+                         "forms = [path, os.path.basename(path)]",
+                         "file:<glob> forgets the holder-relative form of the leased path"),
+    "file_relative_to_sender": ("SE3", messages, "resolve_selector", "_file_matches(pattern, path, cwd)",
+                                "_file_matches(pattern, path, sender.cwd)",
+                                "file:<glob> takes the leased path relative to the sender's cwd, not the holder's"),
+    "departed_recipient": ("SE4", messages, "resolve_selector",
+                           '"SELECT 1 FROM sessions WHERE id = ? AND left_at IS NULL"',
+                           '"SELECT 1 FROM sessions WHERE id = ?"',
+                           "a session id that left is still a recipient (looked up without left_at)"),
+    # -- expiry
+    "expire_all": ("EX2", messages, "_expire_overdue", "AND m.expires_at <= ?",
+                   "AND coalesce(m.expires_at, 0) <= ?",
+                   "a message without ttl_s counts as expired: every message expires unread"),
+    "ttl_in_ms": ("EX1", messages, "send", "expires_at = None if ttl_s is None else tx.now + ttl_s",
+                  "expires_at = None if ttl_s is None else tx.now + ttl_s / 1000",
+                  "a message's ttl_s is taken as milliseconds"),
+    "read_overdue": ("EX3", messages, "recv", "_expire_overdue(tx, session.id)", "pass",
+                     "msg_recv forgets to expire overdue deliveries first and returns them"),
+    # -- recv
+    "recv_newest_first": ("RV1", messages, "recv", "ORDER BY m.id LIMIT ?", "ORDER BY m.id DESC LIMIT ?",
+                          "msg_recv answers newest first (and reads the newest page)"),
+    "recv_limit_plus_one": ("RV1", messages, "recv", "(session.id, limit),", "(session.id, limit + 1),",
+                            "msg_recv reads one message more than its limit"),
+    "recv_stored_only": ("RV1", messages, "recv", "d.state IN {_UNREAD_SQL} ORDER BY m.id",
+                         "d.state = 'stored' ORDER BY m.id",
+                         "msg_recv reads only stored deliveries (undeliverable, offered wait for ever)"),
+    # -- ack
+    "ack_any_recipient": ("AK2", messages, "ack",
+                          '"SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (session.id, message_id)',
+                          '"SELECT state FROM deliveries WHERE message_id = ?", (message_id,)',
+                          "msg_ack looks the delivery up by message id alone: another's read message acks"),
+    # -- leases
+    "shared_lease_1ms": ("LT1", leases, "claim", "expires_at = tx.now + ttl_s",
+                         'expires_at = tx.now + (ttl_s if mode == "exclusive" else ttl_s / 1000)',
+                         "a shared lease is granted for ttl_s milliseconds"),
+    "renew_keeps_ttl": ("LT2", leases, "renew", "ttl = own_ttl if ttl_s is None else ttl_s", "ttl = own_ttl",
+                        "lease_renew ignores the ttl_s it was given"),
+    "sweep_grace": ("LR4", leases, "sweep", "WHERE expires_at <= ?", "WHERE expires_at <= ? - 1",
+                    "the sweep keeps leases a second past their expiry: lease_renew renews a lease that ran out"),
+    "release_whole_path": ("LR3", leases, "release",
+                           '"DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token", (path, session.id)',
+                           '"DELETE FROM leases WHERE path = ? AND ? IS NOT NULL RETURNING mode, token", (path, session.id)',
+                           "lease_release deletes every holder's lease on the path"),
+    "renew_same_token": ("token", leases, "renew", "token = _next_token(tx)",
+                         "token = tx.scalar(\"SELECT value FROM counters WHERE name = 'lease_token'\")",
+                         "lease_renew returns the current token instead of a new one"),
+    "upgrade_beside_sharers": ("upgrade", leases, "claim",
+                               'in_the_way = others if mode == "exclusive" else',
+                               'in_the_way = (others if mine is None else []) if mode == "exclusive" else',
+                               "a shared holder's upgrade to exclusive ignores the other sharers"),
+    "shared_denied_by_shared": ("LR1", leases, "claim", 'else [h for h in others if h.mode == "exclusive"]',
+                                "else others", "a shared claim is denied beside another shared holder"),
+    "renew_exclusive_only": ("LR2", leases, "renew",
+                             '"SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ?"',
+                             '"SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ? '
+                             'AND mode = \'exclusive\'"',
+                             "lease_renew looks for an exclusive lease only: a shared holder's renewal is refused"),
+    "release_exclusive_only": ("LR3", leases, "release",
+                               '"DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token"',
+                               '"DELETE FROM leases WHERE path = ? AND session_id = ? AND mode = \'exclusive\' '
+                               'RETURNING mode, token"',
+                               "lease_release deletes an exclusive lease only: a shared holder cannot release"),
+    # -- leave
+    "leave_keeps_leases": ("LV1", rooms, "leave", "release_all(tx, session.id, reason)", "pass",
+                           "room_leave and prune leave the session's leases in place"),
+    "leave_keeps_unread": ("LV2", rooms, "leave", "expire_unread_for(tx, session.id)", "pass",
+                           "room_leave and prune leave the session's unread deliveries unread"),
+    # -- autonomy
+    "new_session_ignores_ask": ("AU1", sessions, "_decide_autonomy", 'level = asked or "notify"', 'level = "notify"',
+                                "a new session starts at notify whatever level it asked"),
+    "rejoin_lowers": ("AU2", sessions, "_decide_autonomy", "        level = stored\n        warning = (",
+                      "        level = asked\n        warning = (",
+                      "a rejoin that asks a lower level gets it (with the refusal's warning)"),
+    "rejoin_not_clamped": ("AU2", sessions, "_decide_autonomy", "if LEVEL[level] > LEVEL[cap]:",
+                           "if stored is None and LEVEL[level] > LEVEL[cap]:",
+                           "the room cap clamps new sessions only, not a rejoin's raise"),
+    "cap_off_by_one": ("AU3", rooms, "set_cap", "if rank > LEVEL[autonomy]]", "if rank > LEVEL[autonomy] + 1]",
+                       "a cap lowers only members two levels above it"),
+    # -- reads
+    "unread_counts_overdue": ("RD2", messages, "unread", "AND (m.expires_at IS NULL OR m.expires_at > ?)",
+                              "AND ? IS NOT NULL",
+                              "msg_unread counts deliveries whose ttl_s passed (not yet expired by a recv)"),
+    "unread_counts_unacked": ("RD2", messages, "unread", "d.state IN {_UNREAD_SQL} AND",
+                              "d.state NOT IN ('acked', 'expired') AND",
+                              "msg_unread counts read but unacked deliveries as unread"),
+    "who_all_sessions": ("RD1", rooms, "who", "JOIN memberships m2 ON m2.room = m1.room WHERE m1.session_id = ?",
+                         "JOIN memberships m2 ON m2.room = m2.room WHERE m1.session_id = ?",
+                         "room_who of a session lists every live session, shared room or not"),
+    "lease_check_first_holder": ("RD3", leases, "check", "return _holders(tx, path)", "return _holders(tx, path)[:1]",
+                                 "lease_check shows the first holder only, hiding the other sharers"),
+    "lease_list_one_per_path": ("RD4", leases, "live", "WHERE l.expires_at > ? ORDER BY l.path",
+                                "WHERE l.expires_at > ? GROUP BY l.path ORDER BY l.path",
+                                "lease_list shows one holder per path, hiding the other sharers"),
+    "history_oldest_page": ("RD5", messages, "history", "ORDER BY m.id DESC LIMIT ?) ORDER BY 1",
+                            "ORDER BY m.id LIMIT ?) ORDER BY 1",
+                            "room_history answers the room's first messages, not its last"),
+    "sent_pending_counts_read": ("RD6", messages, "sent", "pending = sum(1 for s in states.values() if s in UNREAD)",
+                                 'pending = sum(1 for s in states.values() if s != "acked")',
+                                 "msg_sent counts read deliveries as pending"),
+    # -- drift
+    "drift_ignores_later_grants": ("drift", reads, "drift_check", "holder = held_then or tx.scalar(",
+                                   "holder = held_then and tx.scalar(",
+                                   "drift_check calls CRITICAL only if another held it at the read and got a grant since"),
+}
+
+
+def _open(name: str) -> Any:
+    def factory(db: Path, busy_timeout_s: float) -> Store:
+        _rule, module, function, old, new, _bug = MUTATIONS[name]
+        rewrite(module, function, old, new)
+        return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+    factory.__name__ = name
+    factory.__doc__ = MUTATIONS[name][5]
+    return factory
+
+
+for _name in MUTATIONS:
+    globals()[_name] = _open(_name)
+
+
+class HistoryMarksRead(Store):
+    """room_history marks the caller's deliveries of the messages it shows read (a 'helpful'
+    history that treats showing as reading)."""
+
+    def room_history(self, session_id: Any = None, room: Any = None, limit: Any = None) -> tuple[str, list[Message]]:
+        n = bounds.limit(limit, 50)
+        room = None if room is None else bounds.room(room)
+        with self.db.write() as tx:
+            me = None if session_id is None else self._session(tx, session_id, touch=True)
+            target = room or rooms.home_room(tx, me)  # type: ignore[arg-type]
+            found = messages.history(tx, target, n)
+            if me is not None:
+                messages.advance(tx, me.id, [m.id for m in found], "read")
+            return target, found
+
+
+def history_marks_read(db: Path, busy_timeout_s: float) -> Store:
+    """room_history marks the caller's deliveries of the messages it shows read"""
+    return HistoryMarksRead.open(db, busy_timeout_s=busy_timeout_s)

@@ -1,0 +1,309 @@
+"""The oracle on small hand-written runs: a good run of every rule group comes out valid, and
+each known-bad run is flagged by exactly the rule it breaks (``details["rule"]``), with the
+operation and both answers in the counterexample."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from sim.check.checker import Verdict, check
+
+T0 = 1_800_000_000.0
+R = "repo:r"
+
+
+class Run:
+    """Events as the store writes them and the history as agents record it. An op takes 2 ms;
+    its event lands 1 ms after the invoke."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []
+        self.index: dict[int, int] = defaultdict(int)
+        self.t = T0
+        self.mid = 0
+        self.token = 0
+        self.proc: dict[str, int] = {}
+        self.rooms: dict[str, list[str]] = {}
+
+    def tick(self) -> float:
+        self.t += 0.05
+        return self.t
+
+    def event(self, at: float, session: str | None, kind: str, path: str | None = None, **payload: Any) -> None:
+        self.events.append({"seq": len(self.events) + 1, "at": at, "session_id": session, "kind": kind,
+                            "path": path, "payload": payload})
+
+    def op(self, s: str | None, f: str, args: dict[str, Any], t: float, outcome: str = "ok",
+           result: Any = None, error: str | None = None) -> None:
+        p = self.proc.setdefault(s or "?", len(self.proc))
+        for type_, wall, value in (("invoke", t, args),
+                                   (outcome, t + 0.002, (result or {}) if outcome == "ok" else args)):
+            self.records.append({"index": self.index[p], "time": int(wall * 1e9), "wall": wall, "process": p,
+                                 "agent": f"a{p:02d}", "session": s, "type": type_, "f": f, "value": value,
+                                 "error": error if type_ != "invoke" else None})
+            self.index[p] += 1
+
+    # -- operations ---------------------------------------------------------------------------------
+
+    def join(self, s: str, rooms: list[str], tags: list[str] = (), cwd: str = "/w/r", autonomy: str | None = None,
+             got: str | None = None, rejoin: bool = False) -> None:
+        t = self.tick()
+        args = {"extra_rooms": [r for r in rooms if r != R], "tags": list(tags), "harness_key": f"k-{s}"}
+        if autonomy:
+            args["autonomy"] = autonomy
+        level = got or autonomy or "notify"
+        self.rooms[s] = sorted(rooms)
+        self.event(t + 0.001, s, "join", rooms=sorted(rooms), autonomy=level, harness_key=f"k-{s}", rejoin=rejoin,
+                   tags=list(tags), cwd=cwd)
+        self.op(s if rejoin else None, "room_join", args, t, result={"session_id": s, "rooms": sorted(rooms),
+                                                                     "autonomy": level})
+
+    def send(self, s: str, to: str, recipients: list[str], ttl: float | None = None,
+             expires: float | None = None) -> int:
+        t = self.tick()
+        self.mid += 1
+        exp = expires if expires is not None else (t + 0.001 + ttl if ttl else None)
+        self.event(t + 0.001, s, "send", message_id=self.mid, selector=to, rooms=self.rooms.get(s, [R]),
+                   recipients={r: "stored" for r in recipients}, ttl_s=ttl, expires_at=exp)
+        args = {"to": to, "subject": f"{s}#{self.mid}", **({"ttl_s": ttl} if ttl else {})}
+        self.op(s, "msg_send", args, t, result={"message_id": self.mid, "recipients": recipients})
+        return self.mid
+
+    def recv(self, s: str, answer: list[int], marked: list[int] | None = None, limit: int = 100) -> None:
+        t = self.tick()
+        marked = answer if marked is None else marked
+        if marked:
+            self.event(t + 0.001, s, "delivery", to="read", items=[[m, "stored"] for m in marked])
+        self.op(s, "msg_recv", {"limit": limit}, t, result={"message_ids": answer})
+
+    def claim(self, s: str, path: str, ttl: float = 10, mode: str = "exclusive", granted: float | None = None) -> int:
+        t = self.tick()
+        self.token += 1
+        at = t + 0.001
+        self.event(at, s, "lease_grant", path, mode=mode, token=self.token,
+                   expires_at=at + (ttl if granted is None else granted), previous_mode=None)
+        self.op(s, "lease_claim", {"path": path, "ttl_s": ttl, "mode": mode}, t,
+                result={"ok": True, "token": self.token, "mode": mode, "expires_at": at + ttl, "holder": s})
+        return self.token
+
+    def leave(self, s: str, rooms: list[str], releases: list[tuple[str, int]] = (), expires: list[int] = ()) -> None:
+        t = self.tick()
+        for path, token in releases:
+            self.event(t + 0.001, s, "lease_release", path, mode="exclusive", token=token, reason="leave")
+        if expires:
+            self.event(t + 0.001, s, "delivery", to="expired", items=[[m, "stored"] for m in expires])
+        self.event(t + 0.001, s, "leave", rooms=rooms, reason="leave")
+        self.op(s, "room_leave", {}, t)
+
+    def check(self) -> Verdict:
+        return check(self.events, self.records, "ok")
+
+
+def rules(v: Verdict) -> set[str]:
+    return {x.details.get("rule") for x in v.violations if x.details.get("rule")}
+
+
+def three() -> Run:
+    """A and B share room crew; C is in another repo's room only."""
+    r = Run()
+    r.join("A", [R, "crew"], tags=["core"])
+    r.join("B", [R, "crew"], tags=["shell"], cwd="/w/b")
+    r.join("C", ["repo:other"], tags=["shell"], cwd="/w/c")
+    return r
+
+
+def drain(r: Run, *sessions: str) -> None:
+    for s in sessions:
+        r.recv(s, [])
+
+
+def test_a_good_run_of_every_group_is_valid() -> None:
+    r = three()
+    m1 = r.send("A", "*", ["B"])
+    m2 = r.send("A", "tag:shell", ["B"], ttl=30)
+    r.claim("B", "/w/b/src/x.py")
+    m3 = r.send("A", "file:src/x.py", ["B"])
+    m4 = r.send("C", "B", ["B"])
+    r.recv("B", [m1, m2], limit=2)
+    r.op("B", "msg_unread", {}, r.tick(), result={"count": 2})
+    r.recv("B", [m3, m4])
+    r.event(r.tick() + 0.001, "B", "delivery", to="acked", items=[[m1, "read"]])
+    r.op("B", "msg_ack", {"message_id": m1}, r.t)
+    r.op("A", "room_who", {}, r.tick(), result={"sessions": ["A", "B"]})
+    r.op("A", "room_history", {"room": R, "limit": 2}, r.tick(), result={"room": R, "message_ids": [m2, m3]})
+    drain(r, "A", "B", "C")
+    v = r.check()
+    assert v.verdict == "valid", v.violations
+    for group in ("selectors", "recv-order", "ack", "read-answers", "lease-ttl"):
+        assert v.invariants[group].checked > 0, group
+
+
+def test_a_broadcast_that_reaches_its_sender() -> None:
+    r = three()
+    r.send("A", "*", ["A", "B"])
+    v = r.check()
+    assert rules(v) == {"SE1"}
+    bad = next(x for x in v.violations if x.invariant == "selectors")
+    assert "extra ['A']" in bad.message and "msg_send by a01 (process 1, session A)" in bad.message
+    assert (bad.details["answered"], bad.details["expected"]) == (["A", "B"], ["B"])
+
+
+def test_a_broadcast_to_a_session_sharing_no_room() -> None:
+    r = three()
+    r.send("A", "*", ["B", "C"])
+    assert rules(r.check()) == {"SE1"}
+
+
+def test_tag_and_file_selectors_reach_room_peers_only() -> None:
+    r = three()
+    r.send("A", "tag:shell", ["B", "C"])  # C has the tag but shares no room
+    r.claim("C", "/w/c/src/x.py")
+    r.send("A", "file:x.py", ["C"])  # C holds x.py but shares no room; B holds nothing
+    v = r.check()
+    assert rules(v) == {"SE2", "SE3"}
+
+
+def test_a_file_selector_matches_the_holders_relative_path() -> None:
+    r = three()
+    r.claim("B", "/w/b/src/x.py")
+    r.send("A", "file:src/x.py", [])  # relative to B's cwd, src/x.py is the leased path
+    drain(r, "B")
+    assert rules(r.check()) == {"SE3"}
+
+
+def test_a_departed_session_is_no_recipient() -> None:
+    r = three()
+    r.leave("B", [R, "crew"])
+    r.send("A", "B", ["B"])
+    assert rules(r.check()) == {"SE4"}
+
+
+def test_expiry_only_after_the_clients_ttl_or_on_leave() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"], ttl=30)
+    m2 = r.send("A", "B", ["B"])
+    r.event(r.tick(), "B", "delivery", to="expired", items=[[m1, "stored"], [m2, "stored"]])
+    m3 = r.send("A", "*", ["B"], ttl=5, expires=r.t + 0.001 + 0.005)  # stored with 5 ms, not 5 s
+    r.leave("B", [R, "crew"], expires=[m3])  # on leave: allowed
+    v = r.check()
+    assert rules(v) == {"EX1", "EX2"}
+    assert sum(x.details.get("rule") == "EX2" for x in v.violations) == 2
+
+
+def test_recv_reads_the_oldest_page_oldest_first() -> None:
+    r = three()
+    ids = [r.send("A", "B", ["B"]) for _ in range(3)]
+    r.recv("B", [ids[2], ids[1]], limit=2)  # newest first
+    v = r.check()
+    assert rules(v) == {"RV1"}
+    bad = next(x for x in v.violations if x.details.get("rule") == "RV1")
+    assert bad.details["expected"] == ids[:2] and bad.details["answered"] == sorted(ids[1:])
+
+
+def test_recv_answer_order_and_empty_answers() -> None:
+    r = three()
+    ids = [r.send("A", "B", ["B"]) for _ in range(2)]
+    r.recv("B", [ids[1], ids[0]], marked=ids)  # read the right ones, answered newest first
+    m3 = r.send("A", "B", ["B"])
+    r.op("B", "msg_recv", {"limit": 100}, r.tick(), result={"message_ids": []})  # m3 waited
+    r.recv("B", [m3])
+    drain(r, "B")
+    assert rules(r.check()) == {"RV2", "RV3"}
+
+
+def test_only_a_recv_marks_read_and_only_the_recipient_acks() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"])
+    r.op("B", "room_history", {}, r.tick(), result={"room": R, "message_ids": [m1]})
+    r.event(r.t + 0.001, "B", "delivery", to="read", items=[[m1, "stored"]])  # by the history call
+    m2 = r.send("A", "*", ["B"])
+    r.op("A", "msg_ack", {"message_id": m2}, r.tick())  # A acks B's unread message: ok, no event
+    drain(r, "B")
+    assert {"RV4", "AK2"} <= rules(r.check())
+
+
+def test_lease_ttls_are_the_clients() -> None:
+    r = three()
+    r.claim("A", "/w/r/x.py", ttl=2, mode="shared", granted=0.002)
+    r.claim("B", "/w/r/x.py", ttl=2, mode="exclusive")  # the store let A's run out: LT3 beside it
+    v = r.check()
+    assert rules(v) == {"LT1", "LT3"}
+
+
+def test_a_denial_needs_a_holder_and_a_refused_renewal_needs_no_lease() -> None:
+    r = three()
+    r.op("A", "lease_claim", {"path": "/w/r/x.py", "ttl_s": 5, "mode": "shared"}, r.tick(),
+         result={"ok": False, "token": None, "mode": None, "expires_at": None, "holder": "B"})
+    r.claim("B", "/w/r/y.py", ttl=10)
+    r.op("B", "lease_renew", {"path": "/w/r/y.py", "ttl_s": 5}, r.tick(), outcome="fail", error="lease_not_held")
+    assert rules(r.check()) == {"LR1", "LR2"}
+
+
+def test_leave_releases_leases_and_expires_unread() -> None:
+    r = three()
+    r.claim("B", "/w/r/x.py")
+    r.send("A", "B", ["B"])
+    r.leave("B", [R, "crew"])
+    assert rules(r.check()) == {"LV1", "LV2"}
+
+
+def test_autonomy_on_join_rejoin_and_cap() -> None:
+    r = three()
+    r.join("D", [R], autonomy="wake", got="wake")
+    r.event(r.tick(), "A", "cap", room=R, autonomy="hold")
+    r.event(r.t, "A", "autonomy", **{"from": "notify", "to": "hold", "reason": f"cap:{R}"})  # D stays at wake
+    r.join("A", [R, "crew"], tags=["core"], autonomy="wake", got="wake", rejoin=True)  # not clamped
+    r.join("E", [R], got="notify")  # a new session under a hold cap
+    v = r.check()
+    assert rules(v) == {"AU3", "AU2", "AU1"}
+
+
+def test_read_answers_against_the_model() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"])
+    r.claim("B", "/w/r/x.py", mode="shared")
+    r.op("B", "msg_unread", {}, r.tick(), result={"count": 2})
+    r.op("B", "room_who", {}, r.tick(), result={"sessions": ["A", "B", "C"]})
+    r.op("A", "lease_check", {"path": "/w/r/x.py"}, r.tick(), result={"free": True, "holders": []})
+    r.op("A", "lease_list", {}, r.tick(), result={"leases": []})
+    r.op("A", "room_history", {"room": R, "limit": 5}, r.tick(), result={"room": R, "message_ids": []})
+    r.op("A", "msg_sent", {"limit": 5}, r.tick(), result={"messages": [[m1, {"B": "read"}, 0]]})
+    r.recv("B", [m1])
+    drain(r, "B")
+    v = r.check()
+    assert rules(v) == {"RD1", "RD2", "RD3", "RD4", "RD5", "RD6"}
+
+
+def test_a_read_may_see_the_state_before_an_event_that_committed_late() -> None:
+    """An event's ``at`` is its transaction's start: a read invoked after it may still see the
+    state before it, as long as the op that wrote it had not completed."""
+    r = three()
+    t = r.tick()
+    r.event(t + 0.001, "A", "send", message_id=1, selector="B", rooms=r.rooms["A"], recipients={"B": "stored"},
+            ttl_s=None, expires_at=None)
+    r.op("B", "msg_unread", {}, t + 0.0105, result={"count": 0})  # invoked 9.5 ms after at
+    r.t = t + 0.06
+    r.records.append({"index": 0, "time": int(t * 1e9), "wall": t, "process": 9, "agent": "a09", "session": "A",
+                      "type": "invoke", "f": "msg_send", "value": {"to": "B"}, "error": None})
+    r.records.append({"index": 1, "time": int((t + 0.05) * 1e9), "wall": t + 0.05, "process": 9, "agent": "a09",
+                      "session": "A", "type": "ok", "f": "msg_send", "value": {"message_id": 1, "recipients": ["B"]},
+                      "error": None})
+    r.mid = 1
+    r.recv("B", [1])
+    drain(r, "B")
+    v = r.check()
+    assert v.verdict == "valid", v.violations
+
+
+def test_the_verdict_names_each_broken_rule_with_its_first_counterexample() -> None:
+    r = three()
+    r.send("A", "*", ["A", "B"])
+    r.send("A", "*", ["A", "B"])
+    r.send("A", "*", ["B", "C"])
+    v = r.check()
+    assert set(v.rules) == {"SE1"} and v.rules["SE1"]["violations"] == 3
+    assert v.rules["SE1"]["invariant"] == "selectors"
+    assert v.rules["SE1"]["first"].startswith("[SE1] seq 4 ") and "extra ['A']" in v.rules["SE1"]["first"]
+    assert v.to_dict()["rules"] == v.rules
