@@ -178,6 +178,9 @@ class Agent:
             self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
         if op.kind == "stale" and op.args["path"] in self.known.held:
             self._sleep_past(self.known.held[op.args["path"]].expires_at)
+        if op.kind == "paused":  # past the shortest message ttl_s: deliveries overdue, not yet expired by a recv
+            ttls = [t for t in self.w.message_ttl_s if t > 0]
+            time.sleep(min(3.0, min(ttls) + 0.02) if ttls else 0.0)
         if op.f == "churn":
             if self.record("room_leave", {"session_id": self.session}, extra) is not None:
                 self.known = Known(peers=self.known.peers)

@@ -134,7 +134,8 @@ LEVELS = ("hold", "notify", "wake")
 
 
 def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Random) -> Op:
-    """The reads, the autonomy moves, and the stale lease calls of an agent that slept."""
+    """The reads, the autonomy moves, and the stale lease calls and unread count of an agent
+    that slept."""
     if choice == "msg_unread":
         return Op("msg_unread", {})
     if choice == "msg_sent":
@@ -163,6 +164,10 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         if choice == "renew_stale":
             return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)}, "stale")
         return Op("lease_release", {"path": path}, "stale")
+    if choice == "unread_paused":
+        # the agent sleeps past the shortest message ttl_s first (``Agent.perform``), as a
+        # paused agent would, then checks its unread count before any recv
+        return Op("msg_unread", {}, "paused")
     raise ValueError(f"unknown mix entry {choice!r}")
 
 

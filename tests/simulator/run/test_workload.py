@@ -113,6 +113,8 @@ def test_stale_lease_calls_and_the_reads() -> None:
     assert {(op.f, op.args["path"], op.kind) for op in stale} == {("lease_renew", FILES.paths[1], "stale")}
     gone = draw(mix(release_stale=1), Known(stale=(FILES.paths[2],)))
     assert {(op.f, op.args["path"]) for op in gone} == {("lease_release", FILES.paths[2])}
+    paused = draw(mix(unread_paused=1), Known())  # the agent sleeps past a message ttl_s first
+    assert {(op.f, op.kind) for op in paused} == {("msg_unread", "paused")}
     reads = {op.f for op in draw(mix(msg_unread=1, msg_sent=1, room_history=1, lease_check=1, lease_list=1,
                                      rejoin=1, set_cap=1), Known())}
     assert reads == {"msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin",
