@@ -23,7 +23,7 @@ from typing import Any
 from .model import stamp
 from .operation import Op
 from .oracle_leases import on_expire, on_grant, on_release, on_renew
-from .oracle_state import EPS, LEVEL, UNREAD, Hold, Oracle, Sess
+from .oracle_state import EPS, LEVEL, READ, UNREAD, Hold, Oracle, Sess
 from .rules import GROUPS
 from .window import Commits, window
 
@@ -164,6 +164,11 @@ def _leave_room(o: Oracle, ev: Any, op: Op | None) -> None:
                session=ev.session_id)
     if s is not None:
         s.rooms.discard(room)
+        rest = ev.payload.get("rooms")
+        if rest is not None and set(rest) != s.rooms:
+            o.fail("SR3", f"session {ev.session_id} left room {room} and was left in rooms {sorted(rest)}; the model "
+                   f"keeps {sorted(s.rooms)}", ev.seq, ev.at, session=ev.session_id, answered=sorted(rest),
+                   expected=sorted(s.rooms))
     _members(o, ev.seq)
 
 
@@ -259,6 +264,9 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     for room in p.get("rooms") or ():
         o.room_msgs[room].append((mid, seq))
     for rid, initial in (p.get("recipients") or {}).items():
+        total, read, _last = o.inbox[rid]
+        o.inbox[rid] = (total + 1, read + (initial in READ), float(p.get("store_at", at)))
+        o.inbox_tl[rid].append((seq, o.inbox[rid]))
         o.state[(mid, rid)] = initial
         o.pair_tl[(mid, rid)].append((seq, initial))
         if initial in UNREAD:
@@ -291,6 +299,12 @@ def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
                 by = op.describe() if op else "no operation"
                 o.fail("AK1", f"message {mid} to {sid} was acked, with no msg_ack of it by {sid} around; the event "
                        f"went to {by}", seq, at, message_id=mid, session=sid)
+    if to in READ:
+        now_read = sum(1 for mid in items if o.state.get((mid, sid)) not in READ)
+        if now_read:
+            total, read, last = o.inbox[sid]
+            o.inbox[sid] = (total, read + now_read, last)
+            o.inbox_tl[sid].append((seq, o.inbox[sid]))
     for mid in items:
         o.state[(mid, sid)] = to
         o.pair_tl[(mid, sid)].append((seq, to))

@@ -16,8 +16,9 @@ RULES: dict[str, dict[str, str]] = {
     "sessions": {
         "SR1": "a join keeps the session's rooms, adds the asked ones and its repo room",
         "SR2": "a join with the harness key of a live session rejoins it (same id); otherwise a new id",
-        "SR3": "room_leave_room removes a room the session is in (and only that one)",
-        "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id)",
+        "SR3": "room_leave_room removes a room the session is in, and only that one (the rooms that remain)",
+        "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id); "
+               "unknown_session only for an id that was not live",
     },
     "autonomy": {
         "AU1": "a new session starts at the asked level or notify, clamped by its rooms' lowest cap",
@@ -72,6 +73,7 @@ RULES: dict[str, dict[str, str]] = {
         "RD4": "lease_list lists every live lease, 'mine' for the caller's",
         "RD5": "room_history answers the last 'limit' messages of the room, oldest first",
         "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was",
+        "RD7": "an empty msg_recv's inbox block: the caller's rooms, its deliveries ever, read, and the last one's time",
     },
 }
 GROUP_OF = {rule: group for group, rules in RULES.items() for rule in rules}

@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -42,12 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-scenario", type=Path, default=REGRESSION)
     p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
+    p.add_argument("--jsonl", type=Path, help="append each run as one JSON line the moment it ends (a long "
+                   "measurement stopped early keeps what it finished)")
     args = p.parse_args(argv)
     chosen: list[Mutant | None] = [m for m in MUTANTS if (not args.mutant or m.name in args.mutant)
                                    and (not args.ci or m.ci)]
     if args.control:
         chosen.append(None)
-    jobs = [(m, i) for i in range(args.runs) for m in chosen]
+    jobs = [(m, i) for i in range(args.runs) for m in chosen]  # run by run: stopped early, each has as many
+    lock = threading.Lock()
 
     with tempfile.TemporaryDirectory(prefix="mutant-rates-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         def one(job: tuple[Mutant | None, int]) -> dict:
@@ -62,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
                    "claims": ops.get("lease_claim", 0),
                    "ok": caught(m, run) if m else (run.verdict == "valid" and run.exit == 0)}
             print(_line(name, got["seed"], got), flush=True)
+            if args.jsonl:
+                with lock, args.jsonl.open("a") as fh:
+                    fh.write(json.dumps(got) + "\n")
             if run.exit not in (0, 1):
                 print(run.describe(), flush=True)
             return got

@@ -30,6 +30,15 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                                 '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (sender.id,)',
                                 '"SELECT room FROM memberships WHERE session_id = ? ORDER BY room LIMIT 1", (sender.id,)',
                                 "a message is stored in the sender's first room only"),
+    "leave_room_clears_all": ("SR3", rooms, "leave_room",
+                              '"DELETE FROM memberships WHERE session_id = ? AND room = ?", (session.id, room)',
+                              '"DELETE FROM memberships WHERE session_id = ? AND ? IS NOT NULL", (session.id, room)',
+                              "room_leave_room deletes every membership of the session, not just that room's"),
+    "departed_session_acts": ("SR4", sessions, "resolve",
+                              "row = tx.one(_TOUCH, (tx.now, value)) if touch else tx.one(_LOOKUP, (value,))",
+                              'row = (tx.one(_TOUCH.replace(" AND left_at IS NULL", ""), (tx.now, value)) if touch\n'
+                              '           else tx.one(_LOOKUP.replace(" AND left_at IS NULL", ""), (value,)))',
+                              "a session id is looked up without left_at: a departed session still acts"),
     # -- selectors
     "broadcast_to_sender": ("SE1", messages, "resolve_selector", "return _peers(tx, sender.id)",
                             "return sorted({*_peers(tx, sender.id), sender.id})",
@@ -73,7 +82,23 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                           '"SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?", (session.id, message_id)',
                           '"SELECT state FROM deliveries WHERE message_id = ?", (message_id,)',
                           "msg_ack looks the delivery up by message id alone: another's read message acks"),
+    "ack_all_readers": ("AK1", messages, "ack", 'advance(tx, session.id, [message_id], "acked")',
+                        "for (r,) in tx.all(\"SELECT recipient FROM deliveries WHERE message_id = ? AND state = 'read'\", "
+                        '(message_id,)):\n        advance(tx, r, [message_id], "acked")',
+                        "msg_ack acks the message for every recipient that has read it, not the caller's alone"),
+    "ack_read_only_lookup": ("AK3", messages, "ack",
+                             '"SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?"',
+                             "\"SELECT state FROM deliveries WHERE recipient = ? AND message_id = ? AND state IN ('read', 'acked')\"",
+                             "msg_ack looks up read deliveries only: an unread or expired one is refused not_recipient"),
+    # -- sends
+    "sent_hides_undeliverable": ("answer", messages, "send", "return Sent(mid, recipients, warning)",
+                                 'return Sent(mid, [r for r in recipients if states[r] == "stored"], warning)',
+                                 "msg_send answers only the recipients stored, leaving out the undeliverable ones"),
     # -- leases
+    "claim_keeps_exclusive": ("LT4", leases, "claim", "token = _next_token(tx)",
+                              'mode = "exclusive" if mine is not None and mine.mode == "exclusive" else mode\n'
+                              "    token = _next_token(tx)",
+                              "an exclusive holder's re-claim in shared mode stays exclusive (the step-down ignored)"),
     "shared_lease_1ms": ("LT1", leases, "claim", "expires_at = tx.now + ttl_s",
                          'expires_at = tx.now + (ttl_s if mode == "exclusive" else ttl_s / 1000)',
                          "a shared lease is granted for ttl_s milliseconds"),
@@ -141,6 +166,9 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "sent_pending_counts_read": ("RD6", messages, "sent", "pending = sum(1 for s in states.values() if s in UNREAD)",
                                  'pending = sum(1 for s in states.values() if s != "acked")',
                                  "msg_sent counts read deliveries as pending"),
+    "inbox_read_forgets_acked": ("RD7", messages, "inbox", "CASE WHEN state IN ('read', 'acked') THEN 1",
+                                 "CASE WHEN state = 'read' THEN 1",
+                                 "an empty msg_recv's inbox block counts read deliveries, forgetting the acked ones"),
     # -- drift
     "drift_ignores_later_grants": ("drift", reads, "drift_check", "holder = held_then or tx.scalar(",
                                    "holder = held_then and tx.scalar(",

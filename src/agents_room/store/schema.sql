@@ -138,7 +138,7 @@ CREATE TABLE reads (
 -- kind and payload (JSON):
 --   join          {rooms, autonomy, harness_key, rejoin, label, tags, cwd}
 --   leave         {rooms, reason}                     ('leave' or 'prune')
---   leave_room    {room}
+--   leave_room    {room, rooms}                      (rooms: those that remain)
 --   autonomy      {from, to, reason}                  (rejoin raise, or lowered by a cap)
 --   cap           {room, autonomy}
 --   send          {message_id, selector, subject, rooms, recipients: {session: state}, ttl_s, expires_at}
