@@ -125,8 +125,10 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail(rule, f"join of session {sid} set autonomy {p.get('autonomy')}; the model says {level} "
                    f"(held {stored}, asked {asked_level}, lowest cap {cap})", seq, at, session=sid,
                    answered=p.get("autonomy"), expected=level)
+    known = "wake_lever" in p
+    lever = p.get("wake_lever") or (prev.lever if prev else None)  # a rejoin without one keeps the old
     o.sessions[sid] = Sess(set(want if args is not None else rooms), tagset, p.get("cwd", prev.cwd if prev else None),
-                           str(p.get("autonomy") or level), key)
+                           str(p.get("autonomy") or level), key, lever=lever, lever_known=known)
     _members(o, seq)
 
 
@@ -242,6 +244,7 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     if me is not None and set(p.get("rooms") or ()) != me.rooms:
         o.fail("SE5", f"message {mid} was stored in rooms {sorted(p.get('rooms') or ())}; its sender was in "
                f"{sorted(me.rooms)}", seq, at, message_id=mid)
+    _first_states(o, ev)
     ttl = args.get("ttl_s", p.get("ttl_s")) if op is not None else p.get("ttl_s")
     expires = at + float(ttl) if ttl is not None else None
     if op is not None or "ttl_s" in p:
@@ -272,6 +275,20 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
         if initial in UNREAD:
             o.unread[rid].add(mid)
             o.unread_tl[rid].append((seq, frozenset(o.unread[rid])))
+
+
+def _first_states(o: Oracle, ev: Any) -> None:
+    """AU5: a delivery starts undeliverable to a recipient at wake with no wake lever, else stored."""
+    for rid, initial in (ev.payload.get("recipients") or {}).items():
+        r = o.sessions.get(rid)
+        if r is None or not r.live or not r.lever_known:
+            continue
+        o.checked["autonomy"] += 1
+        want = "undeliverable" if r.autonomy == "wake" and not r.lever else "stored"
+        if initial != want:
+            o.fail("AU5", f"message {ev.payload.get('message_id')} reached {rid} as {initial}; at {r.autonomy} with "
+                   f"wake lever {r.lever!r} it starts {want}", ev.seq, ev.at, session=rid,
+                   message_id=ev.payload.get("message_id"), answered=initial, expected=want)
 
 
 def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:

@@ -67,9 +67,16 @@ def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         return None
     o.checked["lease-rules"] += 1
     mode = op.args.get("mode") or "exclusive"
+    named = (op.result or {}).get("holder")
+    conflict = False
     for holds in _lease_states(o, op.path, lo, hi):
-        if any(h.session != op.session and (mode == "exclusive" or h.mode == "exclusive") for h in holds):
+        in_the_way = {h.session for h in holds if h.session != op.session and (mode == "exclusive" or h.mode == "exclusive")}
+        if named is None or named in in_the_way:
             return None
+        conflict = conflict or bool(in_the_way)
+    if conflict:
+        return ("LR5", f"was denied {mode} on {op.path} naming holder {named}, who was not in its way at any moment "
+                "of its window", {"path": op.path, "answered": named})
     return ("LR1", f"was denied {mode} on {op.path} (holder {(op.result or {}).get('holder')}), but no other session "
             "held it in a conflicting mode at any moment of its window", {"path": op.path})
 

@@ -27,6 +27,8 @@ class Sess:
     autonomy: str
     harness_key: str | None
     live: bool = True
+    lever: str | None = None
+    lever_known: bool = False  # the join events carried wake_lever (stores before it did not)
 
 
 @dataclass(frozen=True, slots=True)

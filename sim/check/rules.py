@@ -25,6 +25,7 @@ RULES: dict[str, dict[str, str]] = {
         "AU2": "a rejoin keeps the level unless it asks higher (raised, clamped); lower is refused",
         "AU3": "a cap lowers every live member above it in the same transaction",
         "AU4": "an autonomy change starts from the level the session held",
+        "AU5": "a delivery starts undeliverable to a recipient at wake with no wake lever, stored to any other",
     },
     "selectors": {
         "SE1": "'*' reaches every live session sharing a room with the sender, never the sender",
@@ -60,6 +61,7 @@ RULES: dict[str, dict[str, str]] = {
         "LR2": "lease_renew fails with lease_not_held only when the caller held no live lease then",
         "LR3": "lease_release fails with lease_not_held only when the caller held no live lease then",
         "LR4": "a renewal or release event is of a live lease its session holds (model expiry)",
+        "LR5": "a denied claim names a holder that was in its way (a conflicting live holder)",
     },
     "leave-effects": {
         "LV1": "leave and prune release every lease of the session",

@@ -132,6 +132,8 @@ ORACLE_MUTANTS = (
     _rule("sent_hides_undeliverable", ("delivery-exactly-once",)),
     _rule("claim_keeps_exclusive", ("lease-ttl",), LEASE_ALL),
     _rule("inbox_read_forgets_acked", ("read-answers",)),
+    _rule("undeliverable_or_for_and", ("autonomy",)),
+    _rule("denial_names_first_holder", ("lease-rules",), LEASE_ALL),
 )
 MUTANTS = MUTANTS + ORACLE_MUTANTS
 BY_NAME = {m.name: m for m in MUTANTS}

@@ -94,7 +94,12 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "sent_hides_undeliverable": ("answer", messages, "send", "return Sent(mid, recipients, warning)",
                                  'return Sent(mid, [r for r in recipients if states[r] == "stored"], warning)',
                                  "msg_send answers only the recipients stored, leaving out the undeliverable ones"),
+    "undeliverable_or_for_and": ("AU5", messages, "send", 'if autonomy == "wake" and not lever else "stored"',
+                                 'if autonomy == "wake" or not lever else "stored"',
+                                 "a delivery starts undeliverable when its recipient is at wake or has no wake lever"),
     # -- leases
+    "denial_names_first_holder": ("LR5", leases, "claim", "h = in_the_way[0]", "h = holders[0]",
+                                  "a denied claim names the path's first holder, not one in its way"),
     "claim_keeps_exclusive": ("LT4", leases, "claim", "token = _next_token(tx)",
                               'mode = "exclusive" if mine is not None and mine.mode == "exclusive" else mode\n'
                               "    token = _next_token(tx)",

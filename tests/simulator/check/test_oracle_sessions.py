@@ -72,3 +72,28 @@ def test_an_empty_answer_carries_the_inbox_the_model_has() -> None:
     v = r.check()
     assert rules(v) == {"RD7"}
     assert sum(x.details.get("rule") == "RD7" for x in v.violations) == 2
+
+
+def test_a_delivery_to_a_session_at_wake_without_a_lever_starts_undeliverable() -> None:
+    r = Run()
+    r.join("A", [R, "crew"])
+    r.join("B", [R, "crew"], autonomy="wake")
+    for e in r.events:  # joins that say their wake lever: none
+        e["payload"]["wake_lever"] = None
+    m = r.send("A", "*", ["B"])  # stored: it should start undeliverable
+    r.recv("B", [m])
+    v = r.check()
+    assert rules(v) == {"AU5"}
+    bad = next(x for x in v.violations if x.details.get("rule") == "AU5")
+    assert (bad.details["answered"], bad.details["expected"]) == ("stored", "undeliverable")
+
+
+def test_a_denial_names_a_holder_in_its_way() -> None:
+    r = three()
+    r.claim("B", "/w/r/x.py", mode="shared")
+    r.claim("C", "/w/r/x.py", mode="shared")
+    deny = {"ok": False, "token": None, "mode": "shared", "expires_at": None}
+    r.op("A", "lease_claim", {"path": "/w/r/x.py", "ttl_s": 5}, r.tick(), result={**deny, "holder": "B"})
+    assert r.check().verdict == "valid"
+    r.op("B", "lease_claim", {"path": "/w/r/x.py", "ttl_s": 5}, r.tick(), result={**deny, "holder": "B"})  # itself
+    assert rules(r.check()) == {"LR5"}
