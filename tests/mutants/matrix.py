@@ -53,7 +53,8 @@ def sim_env(factory: str | None) -> dict[str, str]:
 def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, seed: int | None = None,
             timeout_s: float = 300) -> Run:
     """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store."""
-    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live"]
+    # no plots: nothing here reads them, and drawing them is seconds of each run's CPU
+    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live", "--no-plots"]
     if seed is not None:
         args += ["--seed", str(seed)]
     started = time.monotonic()
