@@ -126,7 +126,7 @@ ORACLE_MUTANTS = (
     _rule("drift_ignores_later_grants", ("drift-truth",), scenario=REGRESSION),
     # the rules that had a check and no mutant of their own (docs/history.md's audit)
     _rule("leave_room_clears_all", ("sessions",), ("selectors", "read-answers", "autonomy")),
-    _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order")),
+    _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order"), ci=True),
     _rule("ack_all_readers", ("ack",), ("read-answers", "sessions")),  # (a departed reader's delivery acked too)
     _rule("ack_read_only_lookup", ("ack",)),
     _rule("sent_hides_undeliverable", ("delivery-exactly-once",)),
