@@ -267,8 +267,9 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     for room in p.get("rooms") or ():
         o.room_msgs[room].append((mid, seq))
     for rid, initial in (p.get("recipients") or {}).items():
-        total, read, _last = o.inbox[rid]
-        o.inbox[rid] = (total + 1, read + (initial in READ), float(p.get("store_at", at)))
+        total, read, last = o.inbox[rid]  # last: the latest on the store's clock (which a jump may move back)
+        made = float(p.get("store_at", at))
+        o.inbox[rid] = (total + 1, read + (initial in READ), made if last is None else max(last, made))
         o.inbox_tl[rid].append((seq, o.inbox[rid]))
         o.state[(mid, rid)] = initial
         o.pair_tl[(mid, rid)].append((seq, initial))
