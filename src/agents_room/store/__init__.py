@@ -453,7 +453,12 @@ class Store:
         return [Event(seq, at, sid, kind, path, json.loads(payload)) for seq, at, sid, kind, path, payload in rows]
 
     def health(self) -> dict[str, Any]:
-        return self.db.health()
+        """The engine's health, this process's host id, and the live sessions of each host
+        (``None``: a session joined before hosts were recorded)."""
+        health = self.db.health()
+        with self.db.read() as tx:
+            hosts = tx.all("SELECT host, count(*) FROM sessions WHERE left_at IS NULL GROUP BY host ORDER BY 2 DESC, 1")
+        return {**health, "host": self.host, "sessions_by_host": [[h, n] for h, n in hosts]}
 
     def integrity_check(self) -> str:
         return self.db.integrity_check()

@@ -7,8 +7,10 @@ from what the store holds about it:
 
 - ``gone`` when a check on its own host proved it gone (``sessions.gone_at``, written by that
   host) and it has made no call since;
-- ``alive`` when it made a call within ``ALIVE_WITHIN_S`` (every tool call writes
-  ``last_seen``; the server's heartbeat writes it while the agent idles);
+- ``alive`` when it made a call within ``ALIVE_WITHIN_S`` (every write call records
+  ``last_seen``, a read call when it is 30 s old). An agent idle longer shows ``unknown``: no
+  heartbeat writes ``last_seen`` for it, since a later ``last_seen`` is what confirms a wake
+  offer (store/wake.py);
 - ``unknown`` otherwise: quiet, and its own host has said nothing. Another host's word is
   never taken for a guess, and ``prune`` removes only what is proven gone.
 
@@ -24,10 +26,9 @@ import re
 from .errors import StoreError
 
 ENV = "AGENTS_ROOM_HOST_ID"
-# A session that made a call this recently is alive, whatever host it is on: three
-# heartbeats (the server writes last_seen every HEARTBEAT_S while its agent idles).
-HEARTBEAT_S = 30.0
-ALIVE_WITHIN_S = 3 * HEARTBEAT_S
+# A session that made a call this recently is alive, whatever host it is on: three times the
+# interval at which read calls record last_seen (store/__init__.py, TOUCH_INTERVAL_S).
+ALIVE_WITHIN_S = 90.0
 _VALID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}")
 _MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
