@@ -28,6 +28,7 @@ from .errors import (
 )
 from .leases import Claim, Lease
 from .hosts import host_id
+from .mailwait import MailWaiter, mail_waiter
 from .liveness import Judge, ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
 from .overview import Overview
@@ -427,6 +428,11 @@ class Store:
                 return []
         with self.db.write() as tx:
             return wake.confirm_by_activity(tx, session_id)
+
+    def mail_waiter(self, poll_s: float) -> MailWaiter:
+        """What a wake watcher blocks on between looks (store/mailwait.py): told at the
+        sender's commit on PostgreSQL, a poll of ``last_seq`` every ``poll_s`` on SQLite."""
+        return mail_waiter(self, poll_s)
 
     def last_seq(self) -> int:
         """The newest event's seq: pollers skip their query while it stays the same."""

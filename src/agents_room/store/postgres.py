@@ -37,6 +37,8 @@ from .errors import RoomError, StoreBusy, StoreError
 from .location import Location
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+# NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
+MAIL_CHANNEL = "agents_room_mail_"
 
 SCHEMA_VERSION = 2
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
@@ -93,6 +95,12 @@ class Tx:
     def scalar(self, sql: str, params: tuple | dict = ()) -> Any:
         row = self.conn.execute(_pg(sql), params or None).fetchone()
         return None if row is None else row[0]
+
+    def notify_mail(self, session_ids: list[str]) -> None:
+        """Tell each session's waiters (LISTEN on :func:`mail_channel`) at this transaction's
+        commit; nothing if it rolls back. One statement for any number of recipients."""
+        if session_ids:
+            self.conn.execute("SELECT pg_notify(%s || r, '') FROM unnest(%s::text[]) r", (MAIL_CHANNEL, session_ids))
 
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append an audit row in this transaction; returns its seq."""

@@ -95,6 +95,9 @@ class Tx:
         row = self.conn.execute(sql, params).fetchone()
         return None if row is None else row[0]
 
+    def notify_mail(self, session_ids: list[str]) -> None:
+        """Nothing: SQLite's waiters look at the newest event's seq (store/mailwait.py)."""
+
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append an audit row in this transaction; returns its seq."""
         cur = self.conn.execute(
