@@ -92,23 +92,45 @@ def liveness(pid: int | None, harness_key: str | None, scan: ProcessScan) -> Liv
     return "alive" if pid in scan.pids else "gone"
 
 
+def _environ(proc: str, pid: int | str) -> bytes:
+    """A process's environment, lowercased; empty when it is gone or not ours to read. Raw
+    ``os.open``/``os.read``: this runs once per session of a ``room_who``."""
+    try:
+        fd = os.open(f"{proc}/{pid}/environ", os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    return b"".join(chunks).lower()
+
+
+def _has_key(environ: bytes, key: bytes) -> bool:
+    return (b"=" + key + b"\0") in environ or environ.endswith(b"=" + key)
+
+
 def _carries(proc: str, pid: int, key: bytes) -> bool:
     """Does ``pid`` or one of its children carry ``key`` in its environment? A few small
-    reads instead of the whole scan: enough to prove alive (never gone)."""
-    pids = [pid]
+    reads instead of the whole scan: enough to prove alive (never gone). The process itself
+    first (one read), then its children (a harness sets the key for what it spawns)."""
+    if _has_key(_environ(proc, pid), key):
+        return True
     try:
-        for task in os.listdir(f"{proc}/{pid}/task"):
-            with open(f"{proc}/{pid}/task/{task}/children", "rb") as fh:
-                pids += [int(p) for p in fh.read().split()]
-    except (OSError, ValueError):
-        pass
-    for p in pids:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return False  # gone (or not ours)
+    for task in tasks:
         try:
-            with open(f"{proc}/{p}/environ", "rb") as fh:
-                environ = fh.read().lower()
+            with open(f"{proc}/{pid}/task/{task}/children", "rb") as fh:
+                children = fh.read().split()
         except OSError:
             continue
-        if b"=" + key + b"\0" in environ or environ.endswith(b"=" + key):
+        if any(_has_key(_environ(proc, int(child)), key) for child in children):
             return True
     return False
 
