@@ -5,9 +5,9 @@ recorded with its pid, as a harness's server records its agent; ``gone`` of them
 ``room_who()`` (every session of the store) ``calls`` times, ``gap_s`` apart, in one of two
 ways:
 
-- ``cold``: the process's scan cache is emptied before each call, as in a fleet of servers
+- ``cold``: the process's caches (its scan, its proofs of alive) are emptied before each call, as in a fleet of servers
   each calling now and then (every call pays whatever liveness costs);
-- ``warm``: one process calling in a loop (its 1 s scan cache shared between calls).
+- ``warm``: one process calling in a loop (its caches, 1 s, shared between calls).
 
     python -m sim.bench.who [--sessions 64] [--gone 8] [--calls 200] [--store URL]
 
@@ -36,6 +36,7 @@ lat, counts = [], {}
 for _ in range(calls):
     if mode == "cold":
         liveness._recent.clear()
+        getattr(liveness, "_proven", {}).clear()
     t0 = time.perf_counter()
     members = store.room_who()
     lat.append((time.perf_counter() - t0) * 1e3)
