@@ -12,7 +12,7 @@ import psycopg
 
 from .errors import StoreError
 from .location import Location
-from .postgres import MAIL_CHANNEL, _scrub
+from .postgres import MAIL_CHANNEL, _scrub, connect_options
 
 
 class Listener:
@@ -29,7 +29,7 @@ class Listener:
         if self.conn is None or self.conn.closed or self.conn.broken:
             try:
                 self.conn = psycopg.connect(self.location.target, autocommit=True,
-                                            connect_timeout=max(2, int(self.connect_timeout_s)))
+                                            **connect_options(self.location, self.connect_timeout_s))
             except psycopg.Error as exc:
                 raise StoreError(f"cannot connect to PostgreSQL at {self.location} to wait for mail: "
                                  f"{_scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else '?', self.location)}"
