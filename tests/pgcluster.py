@@ -8,6 +8,11 @@ server still keeps every commit that reached the OS; every commit is still a rea
 
 ``initdb`` refuses to run as root: as root the cluster is made and run by the ``postgres``
 user, in a folder that user owns.
+
+A test process killed before its end (``kill -9``, a CI timeout) cannot stop its cluster, and
+the server runs on. Each cluster's folder holds ``owner``: the pid and start time of the
+process that started it; ``start_cluster`` first reaps (stops, removes) the clusters whose
+owner is gone. A folder without that file is never touched.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRE_ENV = "AGENTS_ROOM_REQUIRE_POSTGRES"
+PREFIX = "agents-room-pg-"
+OWNER = "owner"  # "<pid> <start time in clock ticks>" of the process that started the cluster
 
 
 def find_bindir() -> Path | None:
@@ -101,13 +108,44 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _started(pid: int) -> str | None:
+    """The start time of process ``pid`` (field 22 of /proc/PID/stat), None if there is none:
+    with the pid, it names one process even after the pid is reused."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(root: Path) -> bool | None:
+    """Whether the process that started the cluster in ``root`` still runs; None when the
+    folder names no owner (not ours to judge)."""
+    try:
+        pid, started = (root / OWNER).read_text().split()
+        return _started(int(pid)) == started
+    except (OSError, ValueError):
+        return None
+
+
+def reap(bindir: Path, base: Path | None = None) -> list[Path]:
+    """Stop and remove every cluster under ``base`` (the temp folder) whose owner is gone."""
+    reaped = []
+    for root in sorted(Path(base or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        if owner_alive(root) is False:
+            Cluster(bindir, root, 0, "").stop()
+            reaped.append(root)
+    return reaped
+
+
 def start_cluster(user: str = "agents", *, fsync: bool = False) -> Cluster:
-    """Start a private cluster; raises RuntimeError when it cannot, LookupError when the
-    machine has no PostgreSQL binaries."""
+    """Start a private cluster, owned by this process (after reaping those of dead owners);
+    raises RuntimeError when it cannot, LookupError when the machine has no PostgreSQL binaries."""
     bindir = find_bindir()
     if bindir is None:
         raise LookupError("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
-    root = Path(tempfile.mkdtemp(prefix="agents-room-pg-"))
+    reap(bindir)
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / OWNER).write_text(f"{os.getpid()} {_started(os.getpid())}\n")
     cluster = Cluster(bindir, root, _free_port(), user, fsync)
     try:
         cluster.start()
