@@ -64,3 +64,24 @@ def test_a_cluster_of_a_killed_test_process_is_reaped(pg_cluster, tmp_path: Path
     assert not alive(server)
     assert pgcluster.owner_alive(pg_cluster.root) is True and (pg_cluster.root / "data").is_dir()
     assert pgcluster.reap(pg_cluster.bindir, tmp_path) == [] and stray.is_dir()
+
+
+@pytest.mark.postgres_only
+def test_the_pgserver_wheel_binaries_run_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the machine has no PostgreSQL, the binaries of PyPI's pgserver wheel (a dev
+    dependency) start the cluster: forced here with AGENTS_ROOM_PG_BINDIR."""
+    from agents_room.store import Store
+
+    bindir = pgcluster.pgserver_bindir()
+    assert bindir is not None and (bindir / "pg_ctl").exists(), "pgserver is a dev dependency"
+    monkeypatch.setenv(pgcluster.BINDIR_ENV, str(bindir))
+    assert pgcluster.find_bindir() == bindir
+    cluster = pgcluster.start_cluster()
+    try:
+        with Store.open(pgcluster.new_schema(cluster)) as store:
+            assert store.db.health()["server_version"].startswith("16.")  # the wheel's, not the system's 15
+            sid = store.room_join(cwd="/work", pid=None, label="w").session_id
+            assert store.lease_claim(sid, "/work/x.py").ok
+    finally:
+        cluster.stop()
+    assert not cluster.root.exists()
