@@ -53,7 +53,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from .run.layout import default_out
 
     if args.sweep:
-        if args.store is not None and (refused := _refuse_store(args, [])):
+        if args.store is not None and (refused := _refuse_store(args, _fault_kinds(args.scenario))):
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
@@ -94,6 +94,15 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if watch:
             watch.stop()
     return result.exit_code
+
+
+def _fault_kinds(path: Path) -> list[str]:
+    """The scenario's fault kinds (none when it does not load: the sweep then says why)."""
+    try:
+        faults = load(path).faults
+    except ScenarioError:
+        return []
+    return faults.kinds() if faults else []
 
 
 def _refuse_store(args: argparse.Namespace, faults: list[str]) -> str | None:
