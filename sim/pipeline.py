@@ -45,17 +45,34 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
 
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
                  store: Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
+    """One run. With ``[hosts]``: the simulated hosts and their PostgreSQL first (their store),
+    removed again at the end, whatever happens (sim/hosts/cluster.py)."""
+    if scenario.hosts is None:
+        return _run(scenario, out, live=live, console=console, store=store, with_plots=with_plots, on_tick=on_tick)
+    from .hosts.cluster import Hosts
+
+    with Hosts.create(scenario.hosts.count) as hosts:
+        return _run(scenario, out, live=live, console=console, store=hosts.url, with_plots=with_plots,
+                    on_tick=on_tick, hosts=hosts)
+
+
+def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path | str | None, with_plots: bool,
+         on_tick: Sequence[Tick], hosts: Any = None) -> Result:
     from .faults import clock as faultclock
     from .report import writer as report
     from .report import stats
 
-    runner = Runner(scenario, out, live=live, store=store)
+    runner = Runner(scenario, out, live=live, store=store, hosts=hosts)
     runner.on_tick.extend(on_tick)  # e.g. sim run --dashboard
-    nemesis = None
-    if scenario.faults:
+    nemesis = host_nemesis = None
+    if scenario.faults.agent_kinds():
         from .faults.nemesis import Nemesis
 
         nemesis = Nemesis(runner)
+    if scenario.faults.hosts:
+        from .faults.hostnemesis import HostNemesis
+
+        host_nemesis = HostNemesis(runner)
     aborted = None
     try:
         outcome = runner.execute()

@@ -54,6 +54,8 @@ class Config:
     env: dict[str, str] = field(default_factory=dict)
     clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
     saboteur: bool = False  # fault injection may arm self-stops inside write transactions
+    host: str | None = None  # the simulated host it runs on ([hosts]), whose driver may differ
+    driver: str | None = None  # its host's driver; None: [run] driver
 
     @classmethod
     def load(cls, path: str) -> Config:
@@ -90,7 +92,8 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
-        return open_driver(run.driver, db=Path(self.cfg.db), cwd=self.cfg.cwd, env=self.cfg.env,
+        db = self.cfg.db if "://" in self.cfg.db else Path(self.cfg.db)  # a PostgreSQL URL stays one
+        return open_driver(self.cfg.driver or run.driver, db=db, cwd=self.cfg.cwd, env=self.cfg.env,
                            busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s)
 
     def _retire(self) -> None:

@@ -105,7 +105,7 @@ def read_events(db: Path, busy_timeout_s: float, page: int = 10_000, after_seq: 
             if len(chunk) < page:
                 break
         integrity = store.integrity_check()
-        wal = store.db.wal_bytes()
+        wal = store.db.wal_bytes() if hasattr(store.db, "wal_bytes") else 0  # PostgreSQL: no WAL file here
     return events, integrity, wal
 
 
