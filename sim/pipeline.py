@@ -6,6 +6,7 @@ hands one stage's output to the next.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -116,10 +117,26 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
         wal_final=wal, history_len=len(records), fault_summary=fault_summary, with_plots=with_plots,
     )
+    if scenario.hosts is not None:  # per host: throughput, p99, errors, recovery after each heal
+        from .report import hosts as hostreport
+
+        stale = [dataclasses.asdict(w) for w in getattr(check, "stale_writes", ())]
+        faults = [r for r in samples if r.get("kind") == "fault"]
+        data["hosts"] = hostreport.compute(records, scenario, outcome.start_ns, outcome.end_ns, faults, stale)
+        data["hosts"]["host_faults"] = host_nemesis.log if host_nemesis else []
+        if with_plots:
+            data["plots"].append(hostreport.plot(data["hosts"], runner.layout.out, faults, outcome.start_ns,
+                                                 scenario.run.duration_s))
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
     report.print_summary(data, console=console)
+    if data.get("hosts"):
+        from .report import hosts as hostreport
+
+        from rich.console import Console
+
+        hostreport.print_table(data["hosts"], console or Console())
     return Result(runner.layout.out, verdict, code, data)
