@@ -82,6 +82,8 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
     finally:
         if nemesis:
             nemesis.close()
+        if host_nemesis:
+            host_nemesis.close()
     records = merge_history(runner.layout)
     raw_events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s, after_seq=runner.layout.first_seq)
     samples = read_samples(runner.layout.samples)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .control import RunControl
+from .reaper import Reaper
 
 PARTITION_MARGIN_S = 2.0  # a partition's default: the longest lease TTL plus this
 
@@ -44,7 +45,24 @@ class HostNemesis:
         self.pending: list[Due] = []
         self.active: tuple[Due, int, int, int] | None = None  # (what, host index, started, ends at)
         self.planned = self.finished = False
+        # The killed host's sessions are pruned as an operator would, from here: this
+        # namespace's /proc shows every host's processes, so their harness keys prove them gone.
+        self.reaper = Reaper(runner, self._store)
+        self._opened: Any = None
         runner.on_tick.append(self.tick)
+
+    def _store(self) -> Any:
+        from agents_room.store import Store
+
+        if self._opened is None:
+            self._opened = Store.open(self.hosts.url, busy_timeout_s=self.runner.scn.run.busy_timeout_s)
+        return self._opened
+
+    def close(self) -> None:
+        """Every prune done (the runner reads the events next), the store closed."""
+        self.reaper.finish()
+        if self._opened is not None:
+            self._opened.close()
 
     def _plan(self, start_ns: int) -> None:
         scn = self.runner.scn
@@ -122,6 +140,7 @@ class HostNemesis:
         for a in victims:
             a.popen.wait()
             self.runner.agents.append(self.runner.spawn(a.no, self.runner.next_generation(a.no)))
+            self.reaper.prune_later(a.harness_key)
         self._record("kill_host", now_ns, time.monotonic_ns(), host=host.name, processes=killed,
                      agents=[a.name for a in victims])
 

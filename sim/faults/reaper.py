@@ -61,11 +61,15 @@ class Reaper:
         proc.popen.wait()
         replacement = self.runner.spawn(proc.no, self.runner.next_generation(proc.no))
         self.runner.agents.append(replacement)
+        self.prune_later(proc.harness_key)
+        return replacement
+
+    def prune_later(self, harness_key: str) -> None:
+        """Prune the session of a killed agent once it has been quiet for the longest TTL."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._prune_loop, daemon=True)
             self._thread.start()
-        self._keys.put(proc.harness_key)
-        return replacement
+        self._keys.put(harness_key)
 
     def _prune_loop(self) -> None:
         from agents_room.store import StoreBusy
