@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import history as hist
-from .run.layout import merge_history, read_events, read_samples
+from .run.layout import merge_history, read_events, read_samples, shown
 from .run.runner import Outcome, RunAborted, Runner
 from .scenario.scenario import Scenario
 
@@ -45,7 +45,7 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
 
 
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
+                 store: str | Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
     """One run. With ``[hosts]``: the simulated hosts and their PostgreSQL first (their store),
     removed again at the end, whatever happens (sim/hosts/cluster.py)."""
     if scenario.hosts is None:
@@ -133,6 +133,8 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
                                                  scenario.run.duration_s))
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings
+    # Which engine the run hammered, and where (a URL without its password).
+    data["run"]["engine"], data["run"]["store"] = runner.layout.engine, shown(runner.layout.db)
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)

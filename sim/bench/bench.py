@@ -6,9 +6,13 @@ Each *group* is one kind of worker at one process count, on a fresh store file:
 | kind | what a worker is | operations |
 |---|---|---|
 | ``raw`` | bare ``sqlite3``, the store's transactions by hand (``sim.bench.raw``) | lease_claim, msg_send |
-| ``store`` | ``agents_room.store.Store`` in the worker | the five of ``OPS`` |
-| ``serve`` | the SDK's client to its own ``agents-room serve`` over stdio | the five of ``OPS`` |
-| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench.bare``) | lease_claim |
+| ``store`` | ``agents_room.store.Store`` in the worker | the five of ``STORE_OPS`` |
+| ``serve`` | the SDK's client to its own ``agents-room serve`` over stdio | all of ``OPS`` |
+| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench.bare``) | lease_claim, lease_pair |
+
+``lease_pair`` is one claim of a fresh path and its release, both timed (two tool calls, each
+answer parsed by the client): the unit of an agent's edit, and what issue 19's serve ÷ bare
+target counts.
 
 Workers are spawned interpreters (never forks holding a connection). For each operation
 every worker of the group starts at one instant (a start barrier on the monotonic clock),
@@ -37,8 +41,10 @@ import numpy as np
 from ..report.stats import jain
 from ..run.drivers import serve_command
 
-OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
-KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": OPS, "bare": ("lease_claim",), "serve": OPS}
+OPS = ("lease_claim", "lease_release", "lease_pair", "msg_send", "msg_recv", "drift_check")
+STORE_OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
+KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": STORE_OPS, "bare": ("lease_claim", "lease_pair"),
+            "serve": OPS}
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
                 "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN", "AGENTS_ROOM_WAKE_LEVER")
 BARRIER_S = 0.1  # from "go" to the common start (plus 4 ms per worker): every worker has read its line by then
@@ -281,7 +287,7 @@ def run_groups(opts: Options, say: Any = print) -> list[Cell]:
 
 
 def run_bench(opts: Options, console: Any) -> int:
-    from . import hook, report
+    from . import hook, report, upgrade
 
     opts.out.mkdir(parents=True, exist_ok=False)
     started = time.time()
@@ -292,11 +298,24 @@ def run_bench(opts: Options, console: Any) -> int:
         console.print(f"[red]sim bench: {exc}[/red]")
         return 2
     timing = hook.measure(opts.out / "work" / "hook", opts.hook_runs) if opts.hook_runs else None
-    data = report.build(opts, cells, timing, started=started, load=(load_before, os.getloadavg()))
+    upgraded = upgrade.check(opts.out / "work" / "upgrade")
+    data = report.build(opts, cells, timing, started=started, load=(load_before, os.getloadavg()),
+                        who=_who(opts.out / "work" / "who"), upgrade=upgraded)
     report.save(opts.out, data)
     report.print_tables(data, console if console.is_terminal else type(console)(width=170))
     console.print(f"wrote {opts.out / 'bench.json'} and {opts.out / 'bench.png'}")
     return 0
+
+
+def _who(folder: Path) -> dict[str, Any] | None:
+    """room_who's p99 with many sessions, from the pg-hosts stream's bench when this tree has
+    it (``sim.bench.who.measure(folder)``: ``{"sessions": n, "p99_ms": x}``); else None, and
+    the target is printed as not measured."""
+    try:
+        from . import who  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return who.measure(folder)
 
 
 # -- the command line ------------------------------------------------------------------------------

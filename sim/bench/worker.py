@@ -43,6 +43,8 @@ class Workload:
         n, i = self.n, self.index
         if op == "lease_claim":  # a fresh path each time; 1 s leases, so every claim sweeps some
             return None, ("lease_claim", {"path": f"src/w{i}/c{n}.py", "ttl_s": 1})
+        if op == "lease_pair":  # claim a fresh path and release it, both timed: an agent's edit
+            return None, ("lease_pair", {"path": f"src/w{i}/p{n}.py", "ttl_s": 600})
         if op == "lease_release":
             path = f"src/w{i}/r{n}.py"
             return ("lease_claim", {"path": path, "ttl_s": 600}), ("lease_release", {"path": path})
@@ -141,9 +143,16 @@ class SyncActor:
 
     def call(self, tool: str, args: dict[str, Any]) -> Any:
         sid = self.work.session
+        if tool == "lease_pair":
+            claimed = self.call("lease_claim", args)
+            if not (claimed["ok"] if self.kind == "raw" else claimed.ok):
+                raise RuntimeError("lease_pair: the claim was denied")
+            return self.call("lease_release", {"path": args["path"]})
         if self.kind == "raw":
             if tool == "lease_claim":
                 return self.raw.claim(sid, os.path.join(self.work.cwd, args["path"]), args["ttl_s"])
+            if tool == "lease_release":
+                return self.raw.release(sid, os.path.join(self.work.cwd, args["path"]))
             if tool == "msg_send":
                 return self.raw.send(sid, args["to"], args["subject"], args["body"])
             raise ValueError(f"the raw ceiling has no {tool}")
@@ -216,6 +225,10 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
     async with Client(params, mode="legacy") as client:
 
         async def call(tool: str, args: dict[str, Any]) -> Any:
+            if tool == "lease_pair":  # two tool calls, each answer parsed
+                if not (await call("lease_claim", args))["ok"]:
+                    raise RuntimeError("lease_pair: the claim was denied")
+                return await call("lease_release", {"path": args["path"]})
             result = await client.call_tool(tool, {"session_id": work.session, **args})
             if result.is_error:
                 text = " ".join(getattr(c, "text", "") for c in result.content)

@@ -92,8 +92,7 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
-        db = self.cfg.db if "://" in self.cfg.db else Path(self.cfg.db)  # a PostgreSQL URL stays one
-        return open_driver(self.cfg.driver or run.driver, db=db, cwd=self.cfg.cwd, env=self.cfg.env,
+        return open_driver(self.cfg.driver or run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
                            busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s)
 
     def _retire(self) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
-from .layout import Layout, file_names, prepare
+from .layout import Layout, file_names, prepare, store_location
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -72,12 +72,11 @@ class Outcome:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: Path | str | None = None,
+    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: str | Path | None = None,
                  hosts: Any = None) -> None:
         self.scn = scenario
         # Agents run elsewhere: every path they get is absolute (a URL is left as it is).
-        url = isinstance(store, str) and "://" in store
-        self.layout = Layout(Path(out).absolute(), store if url else Path(store).absolute() if store else None)
+        self.layout = Layout(Path(out).absolute(), store_location(store) if store else None)
         # sim.hosts.cluster.Hosts when the scenario has [hosts]: each agent runs on its host
         # (its network and PID namespaces), and the nemesis's host faults act through it.
         self.hosts = hosts
@@ -206,10 +205,12 @@ class Runner:
     # sampling ------------------------------------------------------------------------------------
 
     def sample(self, progress: Progress, now_ns: int, start_ns: int) -> dict[str, Any]:
-        try:
-            wal = os.stat(f"{self.layout.db}-wal").st_size
-        except FileNotFoundError:
-            wal = 0
+        wal, db_file = 0, self.layout.db_file  # PostgreSQL: no WAL file of ours to watch
+        if db_file is not None:
+            try:
+                wal = os.stat(f"{db_file}-wal").st_size
+            except FileNotFoundError:
+                pass
         alive = sum(1 for a in self.agents if a.popen.poll() is None)
         counts = progress.poll()
         row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),
