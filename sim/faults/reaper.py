@@ -72,7 +72,7 @@ class Reaper:
         self._keys.put(harness_key)
 
     def _prune_loop(self) -> None:
-        from agents_room.store import StoreBusy
+        from agents_room.store import StoreBusy, StoreError
 
         quiet = max(self.runner.scn.workload.lease_ttl_s)
         while (key := self._keys.get()) is not None:
@@ -86,7 +86,7 @@ class Reaper:
                                          (key,))
                     if not left:
                         break
-                except StoreBusy:
+                except (StoreBusy, StoreError):  # busy, or the database restarting (pg_kill): again
                     pass
                 time.sleep(0.2)
 

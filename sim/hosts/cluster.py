@@ -10,15 +10,18 @@ runner killed outright leaves its registry file, and the next start reaps it.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .net import Network, reap
 from .pgserver import PgServer
 from .pidns import Host
+from .serve import HttpServer, server_for
 
 TOOLS = ("ip", "iptables", "unshare", "nsenter", "runuser")
 
@@ -45,6 +48,8 @@ class Hosts:
     hosts: list[Host]
     _handlers: dict[int, Any] = field(default_factory=dict)
     closed: bool = False
+    token: str = field(default_factory=lambda: secrets.token_urlsafe(24))  # every http server's bearer token
+    servers: dict[tuple[int, int], HttpServer] = field(default_factory=dict)  # (host, repo) -> serve --http
 
     @classmethod
     def create(cls, n_hosts: int) -> Hosts:
@@ -83,11 +88,26 @@ class Hosts:
     def host_of(self, agent_no: int) -> Host:
         return self.hosts[agent_no % len(self.hosts)]
 
+    def http_server(self, host: Host, repo_index: int, command: str, cwd: Path, env: dict[str, str],
+                    log: Path) -> HttpServer:
+        """The host's ``agents-room serve --http`` for repository ``repo_index``, started on first use."""
+        key = (host.index, repo_index)
+        if key not in self.servers:
+            server = server_for(host, repo_index, command, cwd, {**env, "AGENTS_ROOM_TOKEN": self.token}, log)
+            server.start()
+            self.servers[key] = server
+        return self.servers[key]
+
     def restart_host(self, host: Host) -> int:
-        """``kill_host``: every process of the host killed at once, then a fresh PID namespace."""
+        """``kill_host``: every process of the host killed at once, then a fresh PID namespace,
+        and the host's http servers started again in it."""
         killed = host.kill_all()
         host.generation += 1
         host.start(sys.executable)
+        for (i, _), server in self.servers.items():
+            if i == host.index:
+                server.reap()
+                server.start()
         return killed
 
     def close(self) -> None:
@@ -97,6 +117,8 @@ class Hosts:
         for host in self.hosts:
             if host.init_pid:
                 host.kill_all()
+        for server in self.servers.values():
+            server.reap()
         if self.db is not None:
             self.db.stop()
         self.net.close()  # namespaces (and anything left in them), links, folders, the registry file

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
+from .drivers import serve_command
 from .layout import Layout, file_names, prepare, store_location
 from .progress import Progress
 
@@ -121,6 +122,13 @@ class Runner:
             argv = host.command(argv, cwd=repo_path)
             server_env["AGENTS_ROOM_HOST_ID"] = env["AGENTS_ROOM_HOST_ID"] = host.name
             cfg.update(host=host.name, driver=self.scn.hosts.driver(host.index, self.scn.run.driver))
+            if cfg["driver"] == "http":  # the host's server for this repository: the agents share it
+                repo_no = [r.name for r in self.scn.repos].index(repo.name)
+                shared = {k: v for k, v in env.items() if k != "AGENTS_ROOM_HARNESS_KEY"}  # no agent's key
+                server = self.hosts.http_server(host, repo_no, serve_command(), repo_path, shared,
+                                                self.layout.out / "logs" / f"serve-{host.name}-{repo.name}.log")
+                cfg["http_url"] = server.url
+                cfg["env"] = server_env = {**server_env, "AGENTS_ROOM_TOKEN": self.hosts.token}
             if self.scn.hosts.skew(host.index):  # what its agents judge their leases by
                 cfg["clock_file"] = str(self.layout.out / "store" / f"clock-{host.name}")
                 if not Path(cfg["clock_file"]).exists():

@@ -4,7 +4,8 @@ the host faults of ``[faults]`` (``partition``, ``kill_host``, ``pg_kill``, ``pg
 ``[hosts]``: ``count`` hosts; ``agents_per_host`` (optional) sets the run's agents to
 ``count * agents_per_host``, spread over the repositories as ``--agents`` does, else the
 repositories' agents are dealt round the hosts (agent ``n`` on host ``n % count``);
-``drivers`` gives each host its driver in turn (default: ``[run] driver`` for all);
+``drivers`` gives each host its driver in turn (default: ``[run] driver`` for all; ``http``:
+one ``agents-room serve --http`` per host and repository, with a token, as a team deploys it);
 ``clock_skew_s`` each host's clock offset in turn (what its agents judge their leases by; the
 store goes by the database server's clock).
 
@@ -22,7 +23,7 @@ from typing import Any
 from .tables import ScenarioError, Table, number
 
 HOST_KINDS = ("partition", "kill_host", "pg_kill", "pg_pause")
-DRIVERS = ("direct", "mcp")
+DRIVERS = ("direct", "mcp", "http")
 
 
 @dataclass(frozen=True)
