@@ -172,3 +172,39 @@ def test_without_root_sim_refuses_in_one_line(tmp_path: Path) -> None:
     assert done.stderr.strip() == ("sim: simulated hosts need root (network namespaces, veth links, iptables, PID "
                                    "namespaces); run sim as root, or drop the scenario's [hosts] table")
     assert not (tmp_path / "out").exists()
+
+
+@root_only
+def test_a_hosts_http_server_takes_its_token_only_and_comes_back_with_its_host(tmp_path: Path) -> None:
+    import uuid
+
+    from sim.run.drivers import HttpDriver, OpError, serve_command
+
+    repo = tmp_path / "alpha"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    with Hosts.create(1) as hosts:
+        host = hosts.hosts[0]
+        env = {**os.environ, "AGENTS_ROOM_DB": hosts.url, "AGENTS_ROOM_HOST_ID": host.name}
+        server = hosts.http_server(host, 0, serve_command(), repo, env, tmp_path / "serve.log")
+        assert server.url == f"http://{host.address}:8700/mcp"
+        assert hosts.http_server(host, 0, serve_command(), repo, env, tmp_path / "serve.log") is server  # one per repo
+        key = str(uuid.uuid4())
+        driver = HttpDriver(server.url, hosts.token, 20)
+        try:
+            joined = driver.call("room_join", {"label": "a00", "harness": "sim", "harness_key": key})
+        finally:
+            driver.close()
+        with pytest.raises(Exception):  # noqa: B017,PT011 (refused at the transport: 401)
+            HttpDriver(server.url, "not-the-token", 10).call("room_who", {"session_id": joined["session_id"]})
+        old = server.proc.pid  # type: ignore[union-attr]
+        hosts.restart_host(host)  # kill_host: the server dies with its host and comes back
+        assert server.proc.pid != old and server.proc.poll() is None  # type: ignore[union-attr]
+        again = HttpDriver(server.url, hosts.token, 20)
+        try:  # a rejoin by harness key: the same session, through the new server
+            assert again.call("room_join", {"label": "a00", "harness": "sim", "harness_key": key})["session_id"] \
+                == joined["session_id"]
+            with pytest.raises(OpError):
+                again.call("room_who", {"session_id": "f" * 16})
+        finally:
+            again.close()
