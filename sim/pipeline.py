@@ -126,6 +126,7 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         faults = [r for r in samples if r.get("kind") == "fault"]
         data["hosts"] = hostreport.compute(records, scenario, outcome.start_ns, outcome.end_ns, faults, stale)
         data["hosts"]["host_faults"] = host_nemesis.log if host_nemesis else []
+        data["hosts"]["killed_sessions_pruned"] = host_nemesis.pruned if host_nemesis else {}
         data["hosts"]["network"] = {"run_id": hosts.net.record.run_id, "subnet": hosts.net.record.subnet,
                                     "database": hosts.db.address, "netns": hosts.net.record.netns}
         if with_plots:

@@ -6,7 +6,9 @@ PostgreSQL (``sim/scenario/hosts.py`` reads them), carried out on the run's tick
   ways) for ``hold_s`` (default: the longest lease TTL plus 2 s, so every lease it held runs
   out meanwhile), then healed;
 - ``kill_host``: every process of a host killed at once (its PID namespace's init dies), the
-  host back with a fresh PID namespace and each of its agents replaced by a new process;
+  host back with a fresh PID namespace and each of its agents replaced by a new process; the
+  dead sessions pruned by ``agents-room prune`` run on that host (only its ``/proc`` proves
+  them gone);
 - ``pg_kill``: every process of the PostgreSQL server SIGKILLed, then the server started again
   (crash recovery): what was committed must still be there, the checker says so;
 - ``pg_pause``: the server SIGSTOPped for ``hold_s``, then SIGCONT.
@@ -18,14 +20,20 @@ stopped at the run's end is healed or continued then, before the agents stop and
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .control import RunControl
-from .reaper import Reaper
 
 PARTITION_MARGIN_S = 2.0  # a partition's default: the longest lease TTL plus this
+PRUNE_GIVE_UP_S = 60  # a killed host's sessions are pruned within this, or the drain cannot be decided
 
 
 @dataclass
@@ -45,10 +53,9 @@ class HostNemesis:
         self.pending: list[Due] = []
         self.active: tuple[Due, int, int, int] | None = None  # (what, host index, started, ends at)
         self.planned = self.finished = False
-        # The killed host's sessions are pruned as an operator would, from here: this
-        # namespace's /proc shows every host's processes, so their harness keys prove them gone.
-        self.reaper = Reaper(runner, self._store)
         self._opened: Any = None
+        self._prunes: list[threading.Thread] = []
+        self.pruned: dict[str, bool] = {}  # harness key of a killed agent -> its session was pruned
         runner.on_tick.append(self.tick)
 
     def _store(self) -> Any:
@@ -60,7 +67,8 @@ class HostNemesis:
 
     def close(self) -> None:
         """Every prune done (the runner reads the events next), the store closed."""
-        self.reaper.finish()
+        for t in self._prunes:
+            t.join()
         if self._opened is not None:
             self._opened.close()
 
@@ -111,8 +119,6 @@ class HostNemesis:
         elif d.kind == "pg_kill":
             killed = hosts.db.kill()
             restart_s = hosts.db.start()
-            import time
-
             self._record("pg_kill", now_ns, time.monotonic_ns(), processes=killed, restart_s=round(restart_s, 3))
         elif d.kind == "kill_host":
             self._kill_host(i, now_ns)
@@ -129,8 +135,6 @@ class HostNemesis:
             self._record("pg_pause", start, now_ns, hold_s=d.hold_s)
 
     def _kill_host(self, i: int, now_ns: int) -> None:
-        import time
-
         host = self.hosts.hosts[i]
         victims = [a for a in self.runner.agents if self.hosts.host_of(a.no) is host and a.popen.poll() is None
                    and not a.expected_exit]
@@ -140,9 +144,40 @@ class HostNemesis:
         for a in victims:
             a.popen.wait()
             self.runner.agents.append(self.runner.spawn(a.no, self.runner.next_generation(a.no)))
-            self.reaper.prune_later(a.harness_key)
+        keys = [a.harness_key for a in victims]
+        thread = threading.Thread(target=self._prune_on, args=(host, keys), daemon=True)
+        thread.start()
+        self._prunes.append(thread)
         self._record("kill_host", now_ns, time.monotonic_ns(), host=host.name, processes=killed,
                      agents=[a.name for a in victims])
+
+    def _prune_on(self, host: Any, keys: list[str]) -> None:
+        """``agents-room prune`` run on the killed host itself, as its operator would, once the
+        dead sessions have been quiet for the longest TTL (each lease they held has run out):
+        only that host's ``/proc`` proves its sessions gone (another host's store keeps them,
+        unknown). Repeated until none of ``keys`` has a live session, for at most a minute."""
+        from agents_room.store import RoomError
+
+        quiet = max(self.runner.scn.workload.lease_ttl_s)
+        exe = str(Path(sys.executable).with_name("agents-room"))
+        env = {k: v for k, v in os.environ.items() if k not in ("AGENTS_ROOM_HARNESS_KEY", "AGENTS_ROOM_TOKEN")}
+        env.update(AGENTS_ROOM_DB=self.hosts.url, AGENTS_ROOM_HOST_ID=host.name)
+        time.sleep(quiet)
+        deadline = time.monotonic() + PRUNE_GIVE_UP_S
+        while time.monotonic() < deadline:
+            subprocess.run(host.command([exe, "prune", "--quiet-s", str(quiet)]), env=env, capture_output=True,
+                           timeout=60, check=False)
+            try:
+                with self._store().db.read() as tx:
+                    left = sum(tx.scalar("SELECT count(*) FROM sessions WHERE harness_key = ? AND left_at IS NULL",
+                                         (k,)) for k in keys)
+            except RoomError:  # busy, or the database restarting: again
+                left = -1
+            if left == 0:
+                self.pruned.update(dict.fromkeys(keys, True))
+                return
+            time.sleep(0.3)
+        self.pruned.update(dict.fromkeys(keys, False))
 
     def finish(self, now_ns: int) -> None:
         """Heal, continue: the agents must reach the database to stop and drain."""
