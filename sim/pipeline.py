@@ -44,6 +44,15 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
     return result.verdict, result
 
 
+def _sessions_by_host(db: str) -> dict[str, int]:
+    """How many sessions the store recorded on each host (its ``host`` column): each host's
+    agents must have carried that host's id."""
+    from agents_room.store import Store
+
+    with Store.open(db) as store, store.db.read() as tx:
+        return {str(host): int(n) for host, n in tx.all("SELECT host, count(*) FROM sessions GROUP BY host")}
+
+
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
                  store: str | Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
     """One run. With ``[hosts]``: the simulated hosts and their PostgreSQL first (their store),
@@ -127,6 +136,7 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         data["hosts"] = hostreport.compute(records, scenario, outcome.start_ns, outcome.end_ns, faults, stale)
         data["hosts"]["host_faults"] = host_nemesis.log if host_nemesis else []
         data["hosts"]["killed_sessions_pruned"] = host_nemesis.pruned if host_nemesis else {}
+        data["hosts"]["sessions_by_host"] = _sessions_by_host(runner.layout.db)
         data["hosts"]["network"] = {"run_id": hosts.net.record.run_id, "subnet": hosts.net.record.subnet,
                                     "database": hosts.db.address, "netns": hosts.net.record.netns}
         if with_plots:

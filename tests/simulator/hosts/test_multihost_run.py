@@ -39,6 +39,10 @@ def test_two_hosts_one_partition_is_valid_and_reported_per_host(tmp_path: Path) 
     configs = [json.loads(p.read_text()) for p in sorted((run.out / "agents").glob("a*.g0.json"))]
     assert [c["host"] for c in configs] == ["h0", "h1", "h0", "h1", "h0", "h1"]
     assert configs[0]["env"]["AGENTS_ROOM_HOST_ID"] == "h0" and configs[0]["db"].startswith("postgresql://")
+    # ... and the store recorded each session on its host (3 on h0; 3 on h1 and the 3 that
+    # replaced them), none anywhere else.
+    by_host = hosts["sessions_by_host"]
+    assert set(by_host) == {"h0", "h1"} and by_host["h0"] >= 3 and by_host["h1"] >= 6, by_host
     # The partition: h0 only, past the connection timeouts, healed, and h0 working again.
     cut, kill = hosts["episodes"]
     assert cut["fault"] == "partition" and cut["hosts"] == ["h0"] and cut["held_s"] >= 5.5, cut
