@@ -50,6 +50,8 @@ def compute(history: list[Record], scenario: Any, start_ns: int, end_ns: int, fa
         agents[h].add(inv["agent"])
         if done.get("session"):
             session_host[done["session"]] = h
+        if done["type"] == "ok":  # recovery counts any answer: a replacement's join, a drain's read
+            ok_times[h].append(done["time"])
         if done.get("phase") == "drain" or inv["time"] < work_from.get(inv["agent"], math.inf):
             continue
         if not start_ns <= done["time"] <= end_ns:
@@ -61,8 +63,6 @@ def compute(history: list[Record], scenario: Any, start_ns: int, end_ns: int, fa
             t[done["error"]] += 1
         lat[h].append((done["time"] - inv.get("intended", inv["time"])) / 1e6)
         done_at[h].append((done["time"] - start_ns) / 1e9)
-        if done["type"] == "ok":
-            ok_times[h].append(done["time"])
     wall_offset = _wall_offset(history)
     stale_by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for w in stale_writes:
@@ -74,7 +74,7 @@ def compute(history: list[Record], scenario: Any, start_ns: int, end_ns: int, fa
         hit = [f["host"]] if f.get("host") else names
         recovery = {}
         for h in hit:
-            after = [t for t in ok_times[h] if t >= f["end"]]
+            after = [t for t in ok_times[h] if t >= f["end"]]  # (completion order: not sorted)
             recovery[h] = round((min(after) - f["end"]) / 1e6, 1) if after else None
         episodes.append({"fault": f["fault"], "hosts": hit, "from_s": round((f["time"] - start_ns) / 1e9, 2),
                          "to_s": round((f["end"] - start_ns) / 1e9, 2),
