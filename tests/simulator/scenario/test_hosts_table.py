@@ -67,7 +67,7 @@ def test_without_hosts_nothing_changes() -> None:
 
 @pytest.mark.parametrize(("extra", "words"), [
     ("[hosts]\ncount = 0\n", "[hosts] count: must be an integer from 1 to 64, got 0"),
-    ("[hosts]\ncount = 2\ndrivers = [\"http2\"]\n", "[hosts] drivers: each must be one of direct, mcp, got 'http2'"),
+    ("[hosts]\ncount = 2\ndrivers = [\"http2\"]\n", "[hosts] drivers: each must be one of direct, mcp, http, got 'http2'"),
     ("[hosts]\ncount = 2\nagents = 4\n", "[hosts] unknown key 'agents'"),
     ("[hosts]\nclock_skew_s = [\"x\"]\n", "[hosts] clock_skew_s: must hold numbers of seconds, got 'x'"),
     ("[faults.partition]\ncount = 1\n", "[faults.partition] needs a [hosts] table"),
