@@ -69,6 +69,13 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         # Plain stderr, never wrapped: the message names a file and a key to fix.
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
+    if scenario.hosts is not None:
+        from .hosts.cluster import refusal
+
+        why = refusal() or ("--store: a [hosts] run makes its own PostgreSQL in a namespace" if args.store else None)
+        if why:
+            print(f"sim: {why}", file=sys.stderr)
+            return 2
     out = args.out or default_out(scenario)
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
