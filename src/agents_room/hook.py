@@ -314,10 +314,12 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
     keys, pids = _keys(data), _ancestors()
     if not os.path.exists(path) or not probe(path, keys, pids):
         return None
-    from agents_room.store.wake import describe
+    sqlite, wake = _news_modules()
+    from agents_room.store.clock import Clock
 
-    with _open_store(path) as store:
-        session = _find(store, keys, pids)
+    db = sqlite.open_database(path, Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
+    try:
+        session = wake.hook_session(db, keys, pids)
         if session is None:
             return None
         if event in STOP_EVENTS:
@@ -325,14 +327,41 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
             # continuation we caused: never block it again, so the agent cannot loop.
             repeat = data.get("stop_hook_active") is True or (data.get("loop_count") or 0) != 0
             blocks = session.autonomy != "hold" and not repeat
-            news = store.hook_event(session.id, announce=blocks)
+            news = wake.hook_event(db, session.id, tell=blocks)
             if not news:
                 return None
-            return {"decision": "block", "reason": describe(news, session.id)}
-        news = store.hook_event(session.id, announce=event in CONTEXT_EVENTS)
+            return {"decision": "block", "reason": wake.describe(news, session.id)}
+        news = wake.hook_event(db, session.id, tell=event in CONTEXT_EVENTS)
         if not news:
             return None
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": describe(news, session.id)}}
+        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": wake.describe(news, session.id)}}
+    finally:
+        db.close()
+
+
+def _news_modules() -> tuple[Any, Any]:
+    """The store's modules the news path runs on (``store.sqlite``: the database, its
+    transactions and the admission queue; ``store.wake``: the hook's rules), without the
+    package's ``__init__``, which imports every module of the store (the dashboard's overview,
+    leases, rooms, reads, ...) and their records: that import was most of the news path's
+    time. While they load, ``agents_room.store`` is a bare package (its folder only); then it
+    is forgotten, so a later ``import agents_room.store`` runs the real one, which takes the
+    modules already loaded. In a process that has the store imported already, nothing changes."""
+    if "agents_room.store" in sys.modules:
+        from agents_room.store import sqlite, wake
+
+        return sqlite, wake
+    import types
+
+    bare = types.ModuleType("agents_room.store")
+    bare.__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "store")]
+    bare.__package__ = "agents_room.store"
+    sys.modules["agents_room.store"] = bare
+    try:
+        from agents_room.store import sqlite, wake
+    finally:
+        del sys.modules["agents_room.store"]
+    return sqlite, wake
 
 
 def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:
