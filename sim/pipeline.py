@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import history as hist
-from .run.layout import merge_history, read_events, read_samples
+from .run.layout import merge_history, read_events, read_samples, shown
 from .run.runner import Outcome, RunAborted, Runner
 from .scenario.scenario import Scenario
 
@@ -44,7 +44,7 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
 
 
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
+                 store: str | Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
     from .faults import clock as faultclock
     from .report import writer as report
     from .report import stats
@@ -101,6 +101,8 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
     )
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings
+    # Which engine the run hammered, and where (a URL without its password).
+    data["run"]["engine"], data["run"]["store"] = runner.layout.engine, shown(runner.layout.db)
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)

@@ -165,7 +165,8 @@ def plot(path: Path, key: str, points: list[dict[str, Any]], found: dict[str, An
     plt.close(fig)
 
 
-def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live: bool, console: Any) -> int:
+def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live: bool, console: Any,
+              store: str | None = None) -> int:
     """Every point's run, then the sweep's own report. Exit code: 1 if any run was invalid,
     2 if any was unknown (bounds missed at high load are what a sweep is for: not a failure)."""
     from rich.table import Table
@@ -177,7 +178,7 @@ def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live:
     points = []
     for value, scenario in zip(values, scenarios, strict=True):
         console.print(f"[bold]sweep {key}={value:g}[/bold] ({scenario.agents} agents, {scenario.run.driver})")
-        result = run_scenario(scenario, out / f"{key}-{value:g}", live=live, console=console)
+        result = run_scenario(scenario, out / f"{key}-{value:g}", live=live, console=console, store=store)
         points.append(summary(value, result.report))
     found = knee(points)
     data = {"key": key, "values": values, "driver": base.run.driver, "scenario": base.name,
@@ -227,7 +228,7 @@ def command(args: Any, console: Any) -> int:
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
     try:
-        return run_sweep(base, key, values, out, live=not args.no_live, console=console)
+        return run_sweep(base, key, values, out, live=not args.no_live, console=console, store=args.store)
     except ScenarioError as exc:
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2

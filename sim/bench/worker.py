@@ -130,10 +130,13 @@ class SyncActor:
     def __init__(self, cfg: dict[str, Any], index: int) -> None:
         self.kind = cfg["kind"]
         self.work = Workload(index, cfg["cwd"])
-        if self.kind == "raw":
-            from .raw import RawRoom
+        if self.kind in ("raw", "raw-pg"):
+            if self.kind == "raw":
+                from .raw import RawRoom as Raw
+            else:
+                from .raw_pg import RawPgRoom as Raw  # type: ignore[assignment]
 
-            self.raw = RawRoom(cfg["db"])
+            self.raw = Raw(cfg["db"])
             self.work.session = self.raw.join(cfg["cwd"], cfg["room"], f"w{index}")
         else:
             from agents_room.store import Store
@@ -145,10 +148,10 @@ class SyncActor:
         sid = self.work.session
         if tool == "lease_pair":
             claimed = self.call("lease_claim", args)
-            if not (claimed["ok"] if self.kind == "raw" else claimed.ok):
+            if not (claimed["ok"] if self.kind in ("raw", "raw-pg") else claimed.ok):
                 raise RuntimeError("lease_pair: the claim was denied")
             return self.call("lease_release", {"path": args["path"]})
-        if self.kind == "raw":
+        if self.kind in ("raw", "raw-pg"):
             if tool == "lease_claim":
                 return self.raw.claim(sid, os.path.join(self.work.cwd, args["path"]), args["ttl_s"])
             if tool == "lease_release":
@@ -192,7 +195,7 @@ class SyncActor:
         return meter.result()
 
     def close(self) -> None:
-        (self.raw if self.kind == "raw" else self.store).close()
+        (self.raw if self.kind in ("raw", "raw-pg") else self.store).close()
 
 
 def run_sync(cfg: dict[str, Any], index: int) -> None:
@@ -290,7 +293,7 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
 def main() -> int:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     index = int(sys.argv[2])
-    if cfg["kind"] in ("raw", "store"):
+    if cfg["kind"] in ("raw", "store", "raw-pg", "store-pg"):
         run_sync(cfg, index)
     else:
         import anyio

@@ -90,7 +90,7 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
-        return open_driver(run.driver, db=Path(self.cfg.db), cwd=self.cfg.cwd, env=self.cfg.env,
+        return open_driver(run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
                            busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s)
 
     def _retire(self) -> None:

@@ -115,12 +115,13 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
 
 # ``module:callable``: the store implementation the direct driver opens instead of the shipped
 # one (another backend, or a deliberately broken store under test). Called as
-# ``callable(db_path, busy_timeout_s=...)``, it returns an object with the ``Store``'s tool
-# methods and ``close()``, raising ``agents_room.store.RoomError`` subclasses for the errors.
+# ``callable(db, busy_timeout_s=...)`` (``db``: the store's path or postgresql:// URL, a str),
+# it returns an object with the ``Store``'s tool methods and ``close()``, raising
+# ``agents_room.store.RoomError`` subclasses for the errors.
 STORE_FACTORY_ENV = "SIM_STORE_FACTORY"
 
 
-def open_store(db: Path, busy_timeout_s: float) -> Any:
+def open_store(db: str, busy_timeout_s: float) -> Any:
     """The store named by ``$SIM_STORE_FACTORY``, else the shipped ``Store``."""
     spec = os.environ.get(STORE_FACTORY_ENV, "").strip()
     if not spec:
@@ -143,7 +144,7 @@ class DirectDriver:
 
     name = "direct"
 
-    def __init__(self, db: Path, cwd: str, busy_timeout_s: float) -> None:
+    def __init__(self, db: str, cwd: str, busy_timeout_s: float) -> None:
         from agents_room.store import RoomError
 
         self._room_error = RoomError
@@ -251,7 +252,7 @@ class McpDriver:
             self._portal_cm.__exit__(None, None, None)
 
 
-def open_driver(name: str, *, db: Path, cwd: str, env: dict[str, str], busy_timeout_s: float,
+def open_driver(name: str, *, db: str, cwd: str, env: dict[str, str], busy_timeout_s: float,
                 op_timeout_s: float) -> Driver:
     if name == "direct":
         return DirectDriver(db, cwd, busy_timeout_s)

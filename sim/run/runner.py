@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..scenario.scenario import Scenario
-from .layout import Layout, file_names, prepare
+from .layout import Layout, file_names, prepare, store_location
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -71,10 +71,10 @@ class Outcome:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: Path | None = None) -> None:
+    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: str | Path | None = None) -> None:
         self.scn = scenario
-        # Agents run elsewhere: every path they get is absolute.
-        self.layout = Layout(Path(out).absolute(), Path(store).absolute() if store else None)
+        # Agents run elsewhere: every path they get is absolute (a URL is left as it is).
+        self.layout = Layout(Path(out).absolute(), store_location(store) if store else None)
         self.live = live
         self.agents: list[AgentProc] = []
         self.lines: queue.Queue[tuple[AgentProc, str]] = queue.Queue()
@@ -190,10 +190,12 @@ class Runner:
     # sampling ------------------------------------------------------------------------------------
 
     def sample(self, progress: Progress, now_ns: int, start_ns: int) -> dict[str, Any]:
-        try:
-            wal = os.stat(f"{self.layout.db}-wal").st_size
-        except FileNotFoundError:
-            wal = 0
+        wal, db_file = 0, self.layout.db_file  # PostgreSQL: no WAL file of ours to watch
+        if db_file is not None:
+            try:
+                wal = os.stat(f"{db_file}-wal").st_size
+            except FileNotFoundError:
+                pass
         alive = sum(1 for a in self.agents if a.popen.poll() is None)
         counts = progress.poll()
         row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),

@@ -38,7 +38,7 @@ from .location import Location
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
 MIGRATE_LOCK = 0x6167_726F_6F6D_0002
@@ -308,7 +308,6 @@ def _migrate(db: Database, create: bool) -> None:
         raise StoreError(f"there is no store at {db.location} (no agents-room schema); nothing was created")
     from importlib import resources
 
-    script = resources.files(__package__).joinpath("schema_pg.sql").read_text()
     with db._lock:
         conn = db._connection()
         try:
@@ -321,7 +320,12 @@ def _migrate(db: Database, create: bool) -> None:
                 if tables:
                     raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
                                      "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
-                conn.execute(script)
+                conn.execute(resources.files(__package__).joinpath("schema_pg.sql").read_text())
+            # Read again under the lock: another process may have migrated meanwhile.
+            current = int(conn.execute("SELECT value FROM agents_room_meta WHERE key = 'schema_version'")
+                          .fetchone()[0])  # type: ignore[index]
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                conn.execute(resources.files(__package__).joinpath(f"migrate_pg_{version}.sql").read_text())
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             db._rollback()

@@ -27,7 +27,7 @@ from .errors import RoomError, StoreBusy, StoreError
 # One encoder for every event payload: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 # The pages one transaction may need beyond the cache before SQLite spills; a 4 MiB
 # page cache keeps the hot tables of a busy store in memory.
@@ -451,4 +451,8 @@ def _migrate(db: Database) -> None:
                 raise StoreError(f"{db.path} holds tables that are not an agents-room store; refusing to touch it")
             for statement in _schema_statements(version):
                 tx.execute(statement)
+            if version == 2:  # a SQLite file was one machine's: its sessions ran here (migrate_2.sql)
+                from .hosts import host_id
+
+                tx.execute("UPDATE sessions SET host = ? WHERE host IS NULL", (host_id(),))
             tx.execute(f"PRAGMA user_version={version}")
