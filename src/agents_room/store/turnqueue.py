@@ -164,7 +164,7 @@ class TurnQueue(SideFile):
         if not granter or w[_BORROWS] >= self.borrow_max:
             return 0
         now = time.monotonic_ns()
-        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= w[16 * granter + _SLICE_US]:
+        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= (w[16 * granter + _SLICE_US] or self.slice_us):
             return 0
         until = self.q[_RELEASED_Q] + self.borrow_ns
         return until if now < until else 0
