@@ -53,7 +53,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from .run.layout import default_out
 
     if args.sweep:
-        if args.store is not None and (refused := _refuse_store(args, [])):
+        if args.store is not None and (refused := _refuse_store(args, _fault_kinds(args.scenario))):
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
@@ -69,6 +69,13 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         # Plain stderr, never wrapped: the message names a file and a key to fix.
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
+    if scenario.hosts is not None:
+        from .hosts.cluster import refusal
+
+        why = refusal() or ("--store: a [hosts] run makes its own PostgreSQL in a namespace" if args.store else None)
+        if why:
+            print(f"sim: {why}", file=sys.stderr)
+            return 2
     out = args.out or default_out(scenario)
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
@@ -94,6 +101,15 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if watch:
             watch.stop()
     return result.exit_code
+
+
+def _fault_kinds(path: Path) -> list[str]:
+    """The scenario's fault kinds (none when it does not load: the sweep then says why)."""
+    try:
+        faults = load(path).faults
+    except ScenarioError:
+        return []
+    return faults.kinds() if faults else []
 
 
 def _refuse_store(args: argparse.Namespace, faults: list[str]) -> str | None:

@@ -248,12 +248,14 @@ def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store,
 
 
 def test_after_the_news_path_the_whole_store_still_imports() -> None:
-    """The news path loads the store's database and hook rules without the package; the
-    package is not left half-made: importing it afterwards gives the real one, on the very
-    modules already loaded."""
-    code = ("import sys; sys.path.append(sys.argv[1]); from agents_room import hook; sqlite, wake = hook._news_modules(); "
-            "assert 'agents_room.store' not in sys.modules; import agents_room.store as s; "
-            "assert s.wake is wake and s.open_database is sqlite.open_database and s.Store.hook_event; print('whole')")
+    """The news path loads the store's database and hook rules without the package, then
+    forgets them: importing the store afterwards gives the real package, whole (its modules
+    reachable as attributes), nothing half-made."""
+    code = ("import sys; sys.path.append(sys.argv[1]); from agents_room import hook_news; "
+            "opening, wake = hook_news.news_modules(); assert callable(opening.open_database) and wake.hook_event; "
+            "assert not [m for m in sys.modules if m.startswith('agents_room.store')]; "
+            "import agents_room.store.wake; import agents_room.store as s; "
+            "assert agents_room.store.wake.describe and s.Store.hook_event and s.open_database; print('whole')")
     src = str(Path(agents_room.__file__).parents[1])
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, src], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "whole", done.stderr

@@ -58,9 +58,12 @@ def at_point(base: Scenario, key: str, value: float) -> Scenario:
         return base.with_overrides(agents=_whole(key, value))
     if key == "duration":
         return base.with_overrides(duration_s=value)
+    if key == "hosts":  # [hosts] count (and with agents_per_host, the agents with it)
+        return base.with_overrides(hosts=_whole(key, value))
     *tables, field = key.split(".")
     if not tables or tables[0] not in ("run", "workload", "open_loop"):
-        raise ScenarioError(f"--sweep: unknown key {key!r}; agents, duration, or run.*, workload.*, open_loop.* keys")
+        raise ScenarioError(f"--sweep: unknown key {key!r}; agents, duration, hosts, or run.*, workload.*, "
+                            "open_loop.* keys")
 
     def replaced(obj: Any, path: list[str]) -> Any:
         name = path[0]
@@ -223,6 +226,12 @@ def command(args: Any, console: Any) -> int:
     except ScenarioError as exc:
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
+    if base.hosts is not None:
+        from ..hosts.cluster import refusal
+
+        if why := refusal():
+            print(f"sim: {why}", file=sys.stderr)
+            return 2
     out = args.out or Path("reports") / f"{base.name}-sweep-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)

@@ -126,6 +126,21 @@ def _sleep_until(ns: int) -> None:
 # -- raw and store: synchronous ---------------------------------------------------------------------
 
 
+def _patiently(join: Any, seconds: float = 120.0) -> Any:
+    """A worker's join, again while the lock is busy: 64 workers join at once, and on a loaded
+    machine (or a server flushing each commit) the last may wait past the busy timeout. The
+    measured windows count such errors; the start-up does not."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return join()
+        except Exception as exc:  # noqa: BLE001 (store_busy, SQLite's "locked", PostgreSQL's lock timeout)
+            busy = _code(exc) in ("store_busy", "LockNotAvailable") or "database is locked" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class SyncActor:
     def __init__(self, cfg: dict[str, Any], index: int) -> None:
         self.kind = cfg["kind"]
@@ -137,12 +152,13 @@ class SyncActor:
                 from .raw_pg import RawPgRoom as Raw  # type: ignore[assignment]
 
             self.raw = Raw(cfg["db"])
-            self.work.session = self.raw.join(cfg["cwd"], cfg["room"], f"w{index}")
+            self.work.session = _patiently(lambda: self.raw.join(cfg["cwd"], cfg["room"], f"w{index}"))
         else:
             from agents_room.store import Store
 
             self.store = Store.open(cfg["db"])
-            self.work.session = self.store.room_join(cwd=cfg["cwd"], pid=os.getpid(), label=f"w{index}").session_id
+            self.work.session = _patiently(lambda: self.store.room_join(
+                cwd=cfg["cwd"], pid=os.getpid(), label=f"w{index}").session_id)
 
     def call(self, tool: str, args: dict[str, Any]) -> Any:
         sid = self.work.session

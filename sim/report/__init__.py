@@ -2,6 +2,6 @@
 throughput, fairness, expectations), ``plots`` (matplotlib, Agg), and ``writer``:
 ``report.json``, ``report.md`` and the terminal summary.
 
-Imports from sim: ``scenario``, ``check``, ``faults`` and ``run`` (facts of the run such as
+Imports from sim: ``scenario``, ``check``, ``hosts``, ``faults`` and ``run`` (facts of the run such as
 which operations write and the store factory's variable).
 """

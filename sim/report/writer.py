@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..run.drivers import STORE_FACTORY_ENV
+from . import hosts
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -197,6 +198,7 @@ def markdown(d: dict[str, Any]) -> str:
         lines.append("")
     lines += _checks(d["invariants"])
     lines += _fault_lines(d.get("fault_summary"))
+    lines += hosts.lines(d.get("hosts"))
     lines += ["## Operations", "",
               "| operation | count | ok | fail | info | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |",
               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, overview, reads, rooms, sessions, wake
+from . import bounds, leases, messages, overview, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -28,6 +28,7 @@ from .errors import (
 )
 from .leases import Claim, Lease
 from .hosts import host_id
+from .wakecalls import WakeCalls
 from .liveness import Judge, ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
 from .overview import Overview
@@ -35,7 +36,8 @@ from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, open_database
+from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database
+from .sqlite_open import open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -103,7 +105,7 @@ def _busy_timeout_from_env() -> float:
     return value
 
 
-class Store:
+class Store(WakeCalls):
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
     def __init__(self, db: Database, location: Location, host: str | None = None) -> None:
@@ -366,62 +368,6 @@ class Store:
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
         self._touch_if_stale(me, tx.now)
         return drift
-
-    # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------
-
-    def hook_session(self, harness_keys: list[str], pids: list[int] | None = None) -> Session | None:
-        """The live session a harness event belongs to: by harness key (first that matches),
-        else by the harness pid (nearest of ``pids`` first). None when nothing matches."""
-        return wake.hook_session(self.db, harness_keys, pids)
-
-    def hook_event(self, session_id: str, *, announce: bool) -> list[Pending]:
-        """A hook of ``session_id`` runs, so the session is taking a turn: its ``offered``
-        deliveries become ``accepted``; with ``announce``, its unannounced mail is returned
-        and marked announced. A read-only probe first: nothing new costs no write lock."""
-        return wake.hook_event(self.db, session_id, tell=announce)
-
-    def wake_offers(
-        self, *, session_id: str | None = None, lever: str | None = None, retry_s: float = RETRY_WINDOW_S
-    ) -> list[Offer]:
-        """Deliveries a wake lever should signal now (read-only)."""
-        with self.db.read() as tx:
-            return wake.offers(tx, session_id=session_id, lever=lever, retry_s=retry_s)
-
-    def wake_signalled(
-        self, session_id: str, message_ids: list[int], lever: str, accepted: bool | None,
-        retry_s: float = RETRY_WINDOW_S,
-    ) -> list[int]:
-        """Record a wake signal and what the lever said: ``stored → offered`` (or a retry of
-        ``offered``), then ``→ accepted`` in the same transaction when the lever confirmed it.
-        Returns the ids signalled."""
-        with self.db.write() as tx:
-            done = wake.mark_offered(tx, session_id, message_ids, lever, retry_s)
-            if accepted:
-                wake.mark_accepted(tx, session_id, done)
-            return done
-
-    def wake_accepted(self, session_id: str, message_ids: list[int]) -> list[int]:
-        """``offered → accepted``: the lever confirmed the harness took the signal."""
-        with self.db.write() as tx:
-            return wake.mark_accepted(tx, session_id, message_ids)
-
-    def wake_undeliverable(self, session_id: str, message_ids: list[int]) -> list[int]:
-        """``stored → undeliverable``: the session's wake lever does not exist here."""
-        with self.db.write() as tx:
-            return wake.mark_undeliverable(tx, session_id, message_ids)
-
-    def wake_confirm(self, session_id: str) -> list[int]:
-        """``offered → accepted`` for offers the session acted on since (a later tool call)."""
-        with self.db.read() as tx:
-            if not wake.has_offers(tx, session_id):
-                return []
-        with self.db.write() as tx:
-            return wake.confirm_by_activity(tx, session_id)
-
-    def last_seq(self) -> int:
-        """The newest event's seq: pollers skip their query while it stays the same."""
-        with self.db.read() as tx:
-            return wake.last_seq(tx)
 
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
         """Everything a live view shows (store/overview.py), of ``room`` or of every room, with

@@ -87,3 +87,12 @@ def test_a_sqlite_fault_is_refused_on_postgresql(pg_url: str, tmp_path: Path,
     err = capsys.readouterr().err
     assert "[faults.disk_full] acts on a SQLite store file" in err and err.count("\n") == 1, err
     assert "password" not in err
+
+
+def test_a_sqlite_fault_is_refused_on_postgresql_in_a_sweep_too(pg_url: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "wal.toml"
+    scenario.write_text(SMOKE.read_text().replace("[expect]", "[faults.disk_full]\ncount = 1\n\n[expect]", 1))
+    assert main(["run", str(scenario), "--sweep", "agents=1,2", "--out", str(tmp_path / "s"), "--store", pg_url]) == 2
+    assert "[faults.disk_full] acts on a SQLite store file" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()
