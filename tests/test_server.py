@@ -231,6 +231,7 @@ async def test_lease_tools(server, repo: Path) -> None:
         a, b = await join(c, label="alice"), await join(c, label="bob")
         claim = await ok(c, "lease_claim", session_id=a, path="src/x.py", ttl_s=60)
         assert claim["ok"] is True and claim["lease"]["path"] == str(repo / "src/x.py")
+        assert claim["holder"] is None  # a grant names its lease once (the store's holder is the same record)
         denied = await ok(c, "lease_claim", session_id=b, path=str(repo / "src/x.py"), mode="shared")
         assert denied["ok"] is False and denied["lease"] is None
         assert denied["holder"]["session_id"] == a and "alice" in denied["reason"]

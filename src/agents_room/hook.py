@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 
     from agents_room.store import Store
 
-# Events whose hookSpecificOutput.additionalContext Claude Code adds to the turn.
-CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart"})
-STOP_EVENTS = frozenset({"Stop", "SubagentStop", "stop"})  # "stop": Cursor
 # The hook's own wait for the store's write lock: a hook must not stall the harness.
 BUSY_TIMEOUT_S = 2.0
 WAIT_TIMEOUT_S = 3000.0
@@ -319,27 +316,23 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
     """The hook's answer to one event, or None to print nothing."""
     event = event or data.get("hook_event_name") or ""
     keys, pids = _keys(data), _ancestors()
-    if "://" not in path and (not os.path.exists(path) or not probe(path, keys, pids)):
-        return None  # (PostgreSQL has no file to probe: the store answers)
-    from agents_room.store.wake import describe
+    if "://" in path:  # PostgreSQL has no file to probe: the store answers
+        from agents_room.store import wake
 
-    with _open_store(path) as store:
-        session = _find(store, keys, pids)
-        if session is None:
-            return None
-        if event in STOP_EVENTS:
-            # stop_hook_active (Claude Code) and loop_count (Cursor) say this Stop ends a
-            # continuation we caused: never block it again, so the agent cannot loop.
-            repeat = data.get("stop_hook_active") is True or (data.get("loop_count") or 0) != 0
-            blocks = session.autonomy != "hold" and not repeat
-            news = store.hook_event(session.id, announce=blocks)
-            if not news:
-                return None
-            return {"decision": "block", "reason": describe(news, session.id)}
-        news = store.hook_event(session.id, announce=event in CONTEXT_EVENTS)
-        if not news:
-            return None
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": describe(news, session.id)}}
+        from .hook_news import answer
+
+        with _open_store(path) as store:
+            return answer(data, event, store.db, wake, keys, pids)
+    if not os.path.exists(path) or not probe(path, keys, pids):
+        return None
+    from .hook_news import answer, news_modules
+
+    sqlite_open, wake = news_modules()  # (importing any other store module now would load it all)
+    db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
+    try:
+        return answer(data, event, db, wake, keys, pids)
+    finally:
+        db.close()
 
 
 def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:

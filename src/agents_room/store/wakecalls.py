@@ -21,24 +21,15 @@ class WakeCalls:
 
     def hook_session(self, harness_keys: list[str], pids: list[int] | None = None) -> Session | None:
         """The live session a harness event belongs to: by harness key (first that matches),
-        else by the harness pid (nearest of ``pids`` first). None when nothing matches."""
-        with self.db.read() as tx:
-            for key in harness_keys:
-                found = wake.session_for_key(tx, key)
-                if found:
-                    return found
-            return wake.session_for_pids(tx, pids or [])
+        else by the harness pid (nearest of ``pids`` first). None when nothing matches. (The
+        hook's news path runs the same function on the bare database.)"""
+        return wake.hook_session(self.db, harness_keys, pids)
 
     def hook_event(self, session_id: str, *, announce: bool) -> list[Pending]:
         """A hook of ``session_id`` runs, so the session is taking a turn: its ``offered``
         deliveries become ``accepted``; with ``announce``, its unannounced mail is returned
         and marked announced. A read-only probe first: nothing new costs no write lock."""
-        with self.db.read() as tx:
-            if not (wake.has_news(tx, session_id) if announce else wake.has_offers(tx, session_id)):
-                return []
-        with self.db.write() as tx:
-            wake.mark_accepted(tx, session_id)
-            return wake.announce(tx, session_id) if announce else []
+        return wake.hook_event(self.db, session_id, tell=announce)
 
     def wake_offers(
         self, *, session_id: str | None = None, lever: str | None = None, retry_s: float = RETRY_WINDOW_S
