@@ -39,9 +39,19 @@ class RawPgRoom:
         self.conn = connect(url)
 
     def _begin(self) -> float:
-        cur = self.conn.execute(f"{_BEGIN_WRITE}; {_LOCK_NOW}")
-        cur.nextset()
-        return cur.fetchone()[0]  # type: ignore[index]
+        """BEGIN and the write lock, one round trip; a lock wait past lock_timeout rolls back
+        (as the store's does), so the connection is ready for the next try."""
+        try:
+            cur = self.conn.execute(f"{_BEGIN_WRITE}; {_LOCK_NOW}")
+            cur.nextset()
+            return cur.fetchone()[0]  # type: ignore[index]
+        except psycopg.Error:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self.conn.execute("ROLLBACK")
 
     def _event(self, now: float, sid: str | None, kind: str, path: str | None, **payload: Any) -> int:
         return self.conn.execute(_EVENT, (now, sid, kind, path, _COMPACT(payload))).fetchone()[0]  # type: ignore[index]
@@ -59,7 +69,7 @@ class RawPgRoom:
             self._event(now, sid, "join", None, rooms=[room])
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            self._rollback()
             raise
         return sid
 
@@ -95,8 +105,7 @@ class RawPgRoom:
             self._event(now, sid, "lease_grant", path, mode=mode, token=token, expires_at=expires, previous_mode=None)
             conn.execute("COMMIT")
         except BaseException:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                conn.execute("ROLLBACK")
+            self._rollback()
             raise
         return {"ok": True, "token": token, "expires_at": expires}
 

@@ -64,3 +64,23 @@ def test_bench_refuses_a_store_it_cannot_use(store: str, words: str, tmp_path: P
     assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
     assert "s3cret" not in done.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_a_raw_claim_that_waits_past_the_lock_timeout_leaves_the_connection_usable(pg_url: str) -> None:
+    """64 workers joining at once at load 87 waited past lock_timeout; the retry then found the
+    transaction aborted. A lock held by another connection: the wait fails, then works."""
+    from agents_room.store import Store
+    from agents_room.store.postgres import WRITE_LOCK
+    from sim.bench.raw_pg import RawPgRoom
+
+    Store.open(pg_url).close()
+    raw = RawPgRoom(pg_url)
+    raw.conn.execute("SET lock_timeout = 200")
+    with psycopg.connect(pg_url) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))  # held until this block ends
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            raw.join("/work", "repo:work", "w")
+        holder.rollback()
+    sid = raw.join("/work", "repo:work", "w")
+    assert raw.claim(sid, "/work/x.py", 30)["ok"] is True
+    raw.close()
