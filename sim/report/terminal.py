@@ -11,13 +11,13 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import hosts
-from .writer import ms_text
+from .writer import driver_words, ms_text
 
 
 def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     run = d["run"]
-    t = Table(title=f"{d['name']}: {run['agents']} agents, {run['driver']}, store {run['store_factory']}, "
+    t = Table(title=f"{d['name']}: {run['agents']} agents, {driver_words(run)}, store {run['store_factory']}, "
                     f"{run['duration_s']:.0f} s",
               title_justify="left")
     for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):

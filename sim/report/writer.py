@@ -103,7 +103,8 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "name": scenario.name,
         "out": str(out),
         "started_at": dt.datetime.fromtimestamp(outcome.wall_start, dt.timezone.utc).isoformat(timespec="seconds"),
-        "run": {"driver": scenario.run.driver, "store_factory": store_factory(), "agents": scenario.agents,
+        "run": {"driver": scenario.run.driver, "drivers": host_drivers(scenario), "store_factory": store_factory(),
+                "agents": scenario.agents,
                 "duration_s": figures.duration_s,
                 "ops": figures.ops, "ops_per_s": figures.per_s, "drain_ops": figures.drain_ops,
                 "history_records": history_len, "events": len(events), "drained": outcome.drained,
@@ -130,6 +131,20 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "disk": disk_use(out),
     }
     return data
+
+
+def host_drivers(scenario: Any) -> dict[str, str]:
+    """Each simulated host's driver (``[hosts] drivers``, else ``[run] driver``), by host name;
+    empty without ``[hosts]``."""
+    h = scenario.hosts
+    return {f"h{i}": h.driver(i, scenario.run.driver) for i in range(h.count)} if h is not None else {}
+
+
+def driver_words(run: dict[str, Any]) -> str:
+    """``direct driver``, or with hosts each one's: ``drivers h0=direct h1=mcp h2=http``."""
+    if run.get("drivers"):
+        return "drivers " + " ".join(f"{h}={d}" for h, d in run["drivers"].items())
+    return f"{run['driver']} driver"
 
 
 def disk_use(out: Path) -> dict[str, int]:
@@ -161,7 +176,8 @@ def markdown(d: dict[str, Any]) -> str:
     run, fair, c = d["run"], d["fairness"], d["cost"]
     mark = {"valid": "VALID", "invalid": "INVALID", "unknown": "UNKNOWN"}[d["verdict"]]
     lines = [f"# {d['name']}: {mark}", ""]
-    lines.append(f"{run['agents']} agents, {run['driver']} driver, {_store_words(run['store_factory'])}, "
+    on = f" on {len(run['drivers'])} hosts" if run.get("drivers") else ""
+    lines.append(f"{run['agents']} agents{on}, {driver_words(run)}, {_store_words(run['store_factory'])}, "
                  f"{run['duration_s']:.1f} s from {d['started_at']}: "
                  f"**{run['ops']:,} operations completed within the run's window, {run['ops_per_s']:,.0f} ops/s**, "
                  f"{d['store_busy']:,} `store_busy`, integrity_check `{d['integrity']}`.")
