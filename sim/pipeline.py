@@ -69,6 +69,7 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
 def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path | str | None, with_plots: bool,
          on_tick: Sequence[Tick], hosts: Any = None) -> Result:
     from .faults import clock as faultclock
+    from .report import terminal
     from .report import writer as report
     from .report import stats
 
@@ -149,11 +150,5 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
-    report.print_summary(data, console=console)
-    if data.get("hosts"):
-        from .report import hosts as hostreport
-
-        from rich.console import Console
-
-        hostreport.print_table(data["hosts"], console or Console())
+    terminal.print_summary(data, console=console)  # with the per-host table after it, if any
     return Result(runner.layout.out, verdict, code, data)
