@@ -4,7 +4,10 @@ PostgreSQL (``sim/scenario/hosts.py`` reads them), carried out on the run's tick
 
 - ``partition``: host ``i`` cut off the database (iptables DROP inside its namespace, both
   ways) for ``hold_s`` (default: the longest lease TTL plus 2 s, so every lease it held runs
-  out meanwhile), then healed;
+  out meanwhile), then healed; with ``stale_holder``, the host's agents are armed first to stop
+  right before their next edit of a hot file under a live lease (``sim/faults/saboteur.py``),
+  the cut comes once one has stopped (or after ``ARM_S``), and that agent is continued after
+  the heal: it edits with its old token, a stale-holder write after the heal, reported apart;
 - ``kill_host``: every process of a host killed at once (its PID namespace's init dies), the
   host back with a fresh PID namespace and each of its agents replaced by a new process; the
   dead sessions pruned by ``agents-room prune`` run on that host (only its ``/proc`` proves
@@ -20,8 +23,10 @@ stopped at the run's end is healed or continued then, before the agents stop and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -31,8 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from .control import RunControl
+from .reaper import children, process_state
 
 PARTITION_MARGIN_S = 2.0  # a partition's default: the longest lease TTL plus this
+ARM_S = 4.0  # a stale_holder partition: how long the host's agents may take to stop before an edit
 PRUNE_GIVE_UP_S = 60  # a killed host's sessions are pruned within this, or the drain cannot be decided
 
 
@@ -42,6 +49,7 @@ class Due:
     kind: str
     hold_s: float
     host: int | None
+    stale_holder: bool = False
 
 
 class HostNemesis:
@@ -52,6 +60,9 @@ class HostNemesis:
         self.log: list[dict[str, Any]] = []
         self.pending: list[Due] = []
         self.active: tuple[Due, int, int, int] | None = None  # (what, host index, started, ends at)
+        self.arming: tuple[Due, int, list[Any], int] | None = None  # stale_holder: (what, host, armed, cut by)
+        self.holder: Any = None  # the agent stopped before its edit, cut off with the host until the heal
+        self.armed: list[Any] = []
         self.planned = self.finished = False
         self._opened: Any = None
         self._prunes: list[threading.Thread] = []
@@ -79,7 +90,7 @@ class HostNemesis:
             a, b = f.window_s or (lo, hi)
             hold = f.hold_s or (max(scn.workload.lease_ttl_s) + PARTITION_MARGIN_S if kind == "partition" else 0.0)
             for t in sorted(self.rng.uniform(a, b) for _ in range(f.count)):
-                self.pending.append(Due(start_ns + int(t * 1e9), kind, hold, f.host))
+                self.pending.append(Due(start_ns + int(t * 1e9), kind, hold, f.host, f.stale_holder))
         self.pending.sort(key=lambda d: d.at_ns)
         self.planned = True
 
@@ -95,6 +106,9 @@ class HostNemesis:
             return
         if not self.planned:
             self._plan(runner.start_ns)
+        if self.arming is not None:
+            self._cut_when_stopped(now_ns)
+            return
         if self.active is not None:
             if now_ns < self.active[3]:
                 return
@@ -110,7 +124,14 @@ class HostNemesis:
     def _begin(self, d: Due, now_ns: int) -> None:
         hosts = self.hosts
         i = d.host if d.host is not None else self.rng.randrange(len(hosts.hosts))
-        if d.kind == "partition":
+        if d.kind == "partition" and d.stale_holder:
+            host = hosts.hosts[i]
+            armed = [a for a in self.runner.agents if hosts.host_of(a.no) is host and a.state == "ready"
+                     and not a.expected_exit and a.popen.poll() is None]
+            deadline = now_ns + int(ARM_S * 1e9)
+            self.runner.tell(f"fault stop-before-edit {deadline}", armed)
+            self.arming = (d, i, armed, deadline)
+        elif d.kind == "partition":
             hosts.net.partition(i)
             self.active = (d, i, now_ns, now_ns + int(d.hold_s * 1e9))
         elif d.kind == "pg_pause":
@@ -123,13 +144,43 @@ class HostNemesis:
         elif d.kind == "kill_host":
             self._kill_host(i, now_ns)
 
+    def _cut_when_stopped(self, now_ns: int) -> None:
+        """A stale_holder partition: the cut once one armed agent has stopped before its edit
+        (the others disarmed), or at the arming's deadline without one."""
+        assert self.arming is not None
+        d, i, armed, deadline = self.arming
+        stopped = [a for a in armed if process_state(_agent_pid(a)) in ("T", "t")]
+        if not stopped and now_ns <= deadline + 100_000_000 and any(a.popen.poll() is None for a in armed):
+            return
+        self.runner.tell("fault disarm", armed)
+        self.arming, self.armed = None, armed
+        self.holder = stopped[0] if stopped else None
+        self.hosts.net.partition(i)
+        self.active = (d, i, now_ns, now_ns + int(d.hold_s * 1e9))
+
+    def _continue_armed(self) -> None:
+        """After the heal: the stopped holder (and any agent disarmed too late to keep it from
+        stopping) continued; the holder makes its edit with the token it had."""
+        for a in self.armed:
+            pid = _agent_pid(a)
+            if a.popen.poll() is None and process_state(pid) in ("T", "t"):
+                # nsenter stops itself when its child stops (and continues it when continued):
+                # both, or nsenter stays stopped and the agent's exit is never reaped.
+                for stopped in (pid, a.popen.pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(stopped, signal.SIGCONT)
+        self.armed = []
+
     def _end(self, now_ns: int) -> None:
         assert self.active is not None
         d, i, start, _ = self.active
         self.active = None
         if d.kind == "partition":
             self.hosts.net.heal(i)
-            self._record("partition", start, now_ns, host=self.hosts.hosts[i].name, hold_s=d.hold_s)
+            holder = {"stale_holder": self.holder.name if self.holder else None} if d.stale_holder else {}
+            self._continue_armed()
+            self.holder = None
+            self._record("partition", start, now_ns, host=self.hosts.hosts[i].name, hold_s=d.hold_s, **holder)
         elif d.kind == "pg_pause":
             self.hosts.db.resume()
             self._record("pg_pause", start, now_ns, hold_s=d.hold_s)
@@ -181,9 +232,20 @@ class HostNemesis:
 
     def finish(self, now_ns: int) -> None:
         """Heal, continue: the agents must reach the database to stop and drain."""
+        if self.arming is not None:  # never cut: nobody stays armed or stopped
+            self.runner.tell("fault disarm", self.arming[2])
+            self.armed, self.arming = self.arming[2], None
+            self._continue_armed()
         if self.active is not None:
             self._end(now_ns)
         for d in self.pending:
             self.log.append({"fault": d.kind, "time": d.at_ns, "end": None, "missed": "no time left in the run"})
         self.pending = []
         self.finished = True
+
+
+def _agent_pid(a: Any) -> int:
+    """The agent's own process (this namespace's number): the child ``nsenter`` forked into the
+    host's PID namespace (``sim/hosts/pidns.py``), not ``nsenter`` itself."""
+    kids = children(a.popen.pid)
+    return kids[0] if kids else a.popen.pid

@@ -78,7 +78,8 @@ def compute(history: list[Record], scenario: Any, start_ns: int, end_ns: int, fa
             recovery[h] = round((min(after) - f["end"]) / 1e6, 1) if after else None
         episodes.append({"fault": f["fault"], "hosts": hit, "from_s": round((f["time"] - start_ns) / 1e9, 2),
                          "to_s": round((f["end"] - start_ns) / 1e9, 2),
-                         "held_s": round((f["end"] - f["time"]) / 1e9, 2), "recovery_ms": recovery})
+                         "held_s": round((f["end"] - f["time"]) / 1e9, 2), "recovery_ms": recovery,
+                         **({"stale_holder": f["stale_holder"]} if "stale_holder" in f else {})})
     heals = {h: [f["end"] / 1e9 for f in faults if f.get("fault") == "partition" and f.get("host") == h
                  and f.get("end")] for h in names}
     rows = []
@@ -128,7 +129,9 @@ def lines(h: dict[str, Any] | None) -> list[str]:
                 "| fault | from s | to s | held s | recovery ms per host |", "|---|--:|--:|--:|---|"]
         for e in h["episodes"]:
             rec = ", ".join(f"{k}: {'none' if v is None else f'{v:,.0f}'}" for k, v in e["recovery_ms"].items())
-            out.append(f"| {e['fault']} | {e['from_s']:.2f} | {e['to_s']:.2f} | {e['held_s']:.2f} | {rec} |")
+            fault = e["fault"] + (f" (holder {e['stale_holder'] or 'none'} stopped before its edit, continued "
+                                  "after the heal)" if "stale_holder" in e else "")
+            out.append(f"| {fault} | {e['from_s']:.2f} | {e['to_s']:.2f} | {e['held_s']:.2f} | {rec} |")
         out.append("")
     out += ["Stale-holder writes (an edit with a token older than the latest grant to another session) are not "
             "violations: they are what fencing tokens are for; those after a heal were made by a host that was "

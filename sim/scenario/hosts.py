@@ -12,7 +12,10 @@ store goes by the database server's clock).
 Host faults take ``count`` and ``window_s`` like the timed kinds; ``partition`` and
 ``pg_pause`` a ``hold_s`` (a partition's default: the longest lease TTL plus 2 s, so every
 lease the cut-off host held runs out meanwhile), ``partition`` and ``kill_host`` a ``host``
-(default: a random host each time).
+(default: a random host each time); ``partition`` a ``stale_holder`` (default false): the
+host's agents are armed to stop right before their next edit of a hot file under a live
+lease, the host is cut once one has stopped (or after 4 s), and that agent is continued after
+the heal: it makes the edit with its old token, a stale-holder write after the heal.
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ class HostFault:
     window_s: tuple[float, float] | None = None
     hold_s: float = 0.0  # partition: 0 = the longest lease TTL + 2 s; pg_pause: default 2
     host: int | None = None
+    # partition: one of the host's agents stopped right before an edit under a live lease, the
+    # host cut with it stopped, the agent continued after the heal: it edits with its old token
+    stale_holder: bool = False
 
 
 def read_hosts(t: Table) -> Hosts | None:
@@ -85,6 +91,7 @@ def read_host_faults(t: Table, window: Any) -> tuple[tuple[str, HostFault], ...]
             window_s=window(sub, "window_s"),
             hold_s=sub.number("hold_s", hold_default, 0, 600) if kind in ("partition", "pg_pause") else 0.0,
             host=sub.integer("host", None, 0, 63) if kind in ("partition", "kill_host") else None,
+            stale_holder=sub.take("stale_holder", False, kinds=(bool,)) if kind == "partition" else False,
         )
         sub.done()
         out.append((kind, f))
@@ -101,6 +108,8 @@ def host_faults_to_dict(faults: tuple[tuple[str, HostFault], ...]) -> dict[str, 
             d["hold_s"] = f.hold_s
         if f.host is not None:
             d["host"] = f.host
+        if f.stale_holder:
+            d["stale_holder"] = True
         out[kind] = d
     return out
 

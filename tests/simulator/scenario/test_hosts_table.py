@@ -45,6 +45,7 @@ count = 2
 hold_s = 5
 host = 1
 window_s = [2, 4]
+stale_holder = true
 [faults.pg_kill]
 count = 1
 [faults.pg_pause]
@@ -55,6 +56,7 @@ count = 1
     assert [s.hosts.skew(i) for i in range(3)] == [0, -2.5, 0]
     kinds = dict(s.faults.hosts)
     assert kinds["partition"].hold_s == 5 and kinds["partition"].host == 1 and kinds["partition"].count == 2
+    assert kinds["partition"].stale_holder and not kinds["pg_kill"].stale_holder
     assert kinds["pg_pause"].hold_s == 2.0  # the default
     assert s.faults and s.faults.kinds() == ["partition", "pg_kill", "pg_pause"] and not s.faults.agent_kinds()
     assert parse(to_toml(s)) == s
@@ -74,6 +76,9 @@ def test_without_hosts_nothing_changes() -> None:
     ("[hosts]\ncount = 2\n[faults.partition]\nhost = 2\n", "[faults.partition] host: 2 is not one of the 2 hosts"),
     ("[hosts]\ncount = 2\n[faults.partition]\nwindow_s = [1, 11]\n", "[faults.partition] window_s: ends at 11 s"),
     ("[hosts]\ncount = 2\n[faults.pg_kill]\nhold_s = 1\n", "[faults.pg_kill] unknown key 'hold_s'"),
+    ("[hosts]\ncount = 2\n[faults.partition]\nstale_holder = 1\n",
+     "[faults.partition] stale_holder: must be true or false, got integer 1"),
+    ("[hosts]\ncount = 2\n[faults.kill_host]\nstale_holder = true\n", "[faults.kill_host] unknown key 'stale_holder'"),
     ("[hosts]\ncount = 2\n[faults.kill_host]\ncount = 0\n", "[faults.kill_host] count: must be an integer from 1"),
     ("[hosts]\ncount = 2\n[faults.garbage_store]\n", "[faults.garbage_store] acts on a SQLite store file"),
 ])
