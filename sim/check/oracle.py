@@ -23,7 +23,7 @@ from typing import Any
 from .model import stamp
 from .operation import Op
 from .oracle_leases import on_expire, on_grant, on_release, on_renew
-from .oracle_state import EPS, LEVEL, UNREAD, Hold, Oracle, Sess
+from .oracle_state import EPS, LEVEL, READ, UNREAD, Hold, Oracle, Sess
 from .rules import GROUPS
 from .window import Commits, window
 
@@ -125,8 +125,10 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail(rule, f"join of session {sid} set autonomy {p.get('autonomy')}; the model says {level} "
                    f"(held {stored}, asked {asked_level}, lowest cap {cap})", seq, at, session=sid,
                    answered=p.get("autonomy"), expected=level)
+    known = "wake_lever" in p
+    lever = p.get("wake_lever") or (prev.lever if prev else None)  # a rejoin without one keeps the old
     o.sessions[sid] = Sess(set(want if args is not None else rooms), tagset, p.get("cwd", prev.cwd if prev else None),
-                           str(p.get("autonomy") or level), key)
+                           str(p.get("autonomy") or level), key, lever=lever, lever_known=known)
     _members(o, seq)
 
 
@@ -164,6 +166,11 @@ def _leave_room(o: Oracle, ev: Any, op: Op | None) -> None:
                session=ev.session_id)
     if s is not None:
         s.rooms.discard(room)
+        rest = ev.payload.get("rooms")
+        if rest is not None and set(rest) != s.rooms:
+            o.fail("SR3", f"session {ev.session_id} left room {room} and was left in rooms {sorted(rest)}; the model "
+                   f"keeps {sorted(s.rooms)}", ev.seq, ev.at, session=ev.session_id, answered=sorted(rest),
+                   expected=sorted(s.rooms))
     _members(o, ev.seq)
 
 
@@ -237,6 +244,7 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     if me is not None and set(p.get("rooms") or ()) != me.rooms:
         o.fail("SE5", f"message {mid} was stored in rooms {sorted(p.get('rooms') or ())}; its sender was in "
                f"{sorted(me.rooms)}", seq, at, message_id=mid)
+    _first_states(o, ev)
     ttl = args.get("ttl_s", p.get("ttl_s")) if op is not None else p.get("ttl_s")
     expires = at + float(ttl) if ttl is not None else None
     if op is not None or "ttl_s" in p:
@@ -259,11 +267,29 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     for room in p.get("rooms") or ():
         o.room_msgs[room].append((mid, seq))
     for rid, initial in (p.get("recipients") or {}).items():
+        total, read, last = o.inbox[rid]  # last: the latest on the store's clock (which a jump may move back)
+        made = float(p.get("store_at", at))
+        o.inbox[rid] = (total + 1, read + (initial in READ), made if last is None else max(last, made))
+        o.inbox_tl[rid].append((seq, o.inbox[rid]))
         o.state[(mid, rid)] = initial
         o.pair_tl[(mid, rid)].append((seq, initial))
         if initial in UNREAD:
             o.unread[rid].add(mid)
             o.unread_tl[rid].append((seq, frozenset(o.unread[rid])))
+
+
+def _first_states(o: Oracle, ev: Any) -> None:
+    """AU5: a delivery starts undeliverable to a recipient at wake with no wake lever, else stored."""
+    for rid, initial in (ev.payload.get("recipients") or {}).items():
+        r = o.sessions.get(rid)
+        if r is None or not r.live or not r.lever_known:
+            continue
+        o.checked["autonomy"] += 1
+        want = "undeliverable" if r.autonomy == "wake" and not r.lever else "stored"
+        if initial != want:
+            o.fail("AU5", f"message {ev.payload.get('message_id')} reached {rid} as {initial}; at {r.autonomy} with "
+                   f"wake lever {r.lever!r} it starts {want}", ev.seq, ev.at, session=rid,
+                   message_id=ev.payload.get("message_id"), answered=initial, expected=want)
 
 
 def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
@@ -291,6 +317,12 @@ def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
                 by = op.describe() if op else "no operation"
                 o.fail("AK1", f"message {mid} to {sid} was acked, with no msg_ack of it by {sid} around; the event "
                        f"went to {by}", seq, at, message_id=mid, session=sid)
+    if to in READ:
+        now_read = sum(1 for mid in items if o.state.get((mid, sid)) not in READ)
+        if now_read:
+            total, read, last = o.inbox[sid]
+            o.inbox[sid] = (total, read + now_read, last)
+            o.inbox_tl[sid].append((seq, o.inbox[sid]))
     for mid in items:
         o.state[(mid, sid)] = to
         o.pair_tl[(mid, sid)].append((seq, to))

@@ -4,7 +4,7 @@ events that bracket its wall window [invoke - slack, completion + slack]: an ans
 if it matches the model at *some* moment of that window (time included: a lease or a
 message's ttl_s may run out inside it), and a violation when it matches none.
 
-Rules: ``sim/check/rules.py`` (RV3, AK2, AK3, LR1-LR3, RD1-RD6).
+Rules: ``sim/check/rules.py`` (SR4's refusals, RV3, AK2, AK3, LR1-LR3, RD1-RD7).
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
     out: list[Problem] = []
     for op in ops:
         judge = _JUDGES.get(op.f)
+        if op.outcome == "fail" and op.error == "unknown_session" and op.session is not None:
+            judge = _unknown
         if judge is None or op.end is None or op.outcome == "info":
             continue
         lo, hi = op.start - slack, op.end + slack
@@ -65,9 +67,16 @@ def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         return None
     o.checked["lease-rules"] += 1
     mode = op.args.get("mode") or "exclusive"
+    named = (op.result or {}).get("holder")
+    conflict = False
     for holds in _lease_states(o, op.path, lo, hi):
-        if any(h.session != op.session and (mode == "exclusive" or h.mode == "exclusive") for h in holds):
+        in_the_way = {h.session for h in holds if h.session != op.session and (mode == "exclusive" or h.mode == "exclusive")}
+        if named is None or named in in_the_way:
             return None
+        conflict = conflict or bool(in_the_way)
+    if conflict:
+        return ("LR5", f"was denied {mode} on {op.path} naming holder {named}, who was not in its way at any moment "
+                "of its window", {"path": op.path, "answered": named})
     return ("LR1", f"was denied {mode} on {op.path} (holder {(op.result or {}).get('holder')}), but no other session "
             "held it in a conflicting mode at any moment of its window", {"path": op.path})
 
@@ -91,10 +100,46 @@ def _recv(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     o.checked["recv-order"] += 1
     for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
         if all(o.expires.get(m) is not None and o.expires[m] <= b for m in unread):  # type: ignore[operator]
-            return None
+            return _inbox(o, op, lo, hi)
     waiting = sorted(o.unread.get(op.session, ()))  # type: ignore[arg-type]
     return ("RV3", "answered no messages, but unread, unexpired deliveries waited throughout its window "
             f"(now unread: {waiting[:10]})", {"session": op.session})
+
+
+def _inbox(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    """The inbox block of an empty answer: the caller's rooms, its deliveries ever, how many it
+    read (or acked), and when the last one arrived, each as the model had them in the window."""
+    box = (op.result or {}).get("inbox")
+    if box is None:
+        return None
+    o.checked["read-answers"] += 1
+    rooms = set(box.get("rooms") or ())
+    had = [sorted(m.get(op.session, ())) for m, _a, _b in _window(o, o.member_tl, lo, hi, {})]
+    if sorted(rooms) not in had:
+        return ("RD7", f"answered an empty inbox in rooms {sorted(rooms)}; the model's rooms of the caller in its "
+                f"window were {had[:4]}", {"answered": sorted(rooms), "expected": had[:4]})
+    got = (box.get("total"), box.get("read"), box.get("last"))
+    counts = [c for c, _a, _b in _window(o, o.inbox_tl.get(op.session, _EMPTY), lo, hi, (0, 0, None))]
+    for total, read, last in counts:
+        if got[:2] == (total, read) and (last is None) == (got[2] is None) and (
+                last is None or abs(float(got[2]) - last) <= 1e-3):  # (a float through JSON and back)
+            return None
+    return ("RD7", f"answered an inbox of {got[0]} deliveries, {got[1]} read, the last at {got[2]}; the model's "
+            f"(deliveries, read, last) in its window were {counts[:4]}", {"answered": list(got),
+                                                                           "expected": counts[:4]})
+
+
+def _unknown(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    """An op refused unknown_session: its session (or a send's target session) must have been
+    gone (or not yet joined) at some moment of its window."""
+    o.checked["sessions"] += 1
+    to = op.args.get("to") if op.f == "msg_send" else None
+    target = to if isinstance(to, str) and to != "*" and not to.startswith(("tag:", "file:")) else None
+    for members, _a, _b in _window(o, o.member_tl, lo, hi, {}):
+        if op.session not in members or (target is not None and target not in members):
+            return None
+    return ("SR4", f"was refused unknown_session, yet session {op.session} was live throughout its window",
+            {"session": op.session})
 
 
 def _unread(o: Oracle, op: Op, lo: float, hi: float) -> Found:

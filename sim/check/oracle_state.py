@@ -14,6 +14,7 @@ from .rules import problem
 
 LEVEL = {"hold": 0, "notify": 1, "wake": 2}
 UNREAD = frozenset({"stored", "offered", "accepted", "undeliverable"})
+READ = frozenset({"read", "acked"})
 CLAIM_TTL_S = 600.0
 EPS = 1e-6  # the store adds ttl_s to the same float the event records as ``at``
 
@@ -26,6 +27,8 @@ class Sess:
     autonomy: str
     harness_key: str | None
     live: bool = True
+    lever: str | None = None
+    lever_known: bool = False  # the join events carried wake_lever (stores before it did not)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,10 @@ class Oracle:
     room_msgs: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (mid, seq)
     sent_by: dict[str, list[tuple[int, int]]] = field(default_factory=lambda: defaultdict(list))  # (mid, seq)
     leave_at: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # an empty recv's inbox block: deliveries ever, read or acked, the last one's time (store clock)
+    inbox: dict[str, tuple[int, int, float | None]] = field(default_factory=lambda: defaultdict(lambda: (0, 0, None)))
+    inbox_tl: dict[str, list[tuple[int, tuple[int, int, float | None]]]] = field(
+        default_factory=lambda: defaultdict(list))
     commits: Any = None  # the reads' Commits, set by oracle_reads.check_ops
     acks: dict[tuple[Any, Any], list[Op]] = field(default_factory=lambda: defaultdict(list))
     slack: float = 0.01

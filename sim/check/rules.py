@@ -16,14 +16,16 @@ RULES: dict[str, dict[str, str]] = {
     "sessions": {
         "SR1": "a join keeps the session's rooms, adds the asked ones and its repo room",
         "SR2": "a join with the harness key of a live session rejoins it (same id); otherwise a new id",
-        "SR3": "room_leave_room removes a room the session is in (and only that one)",
-        "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id)",
+        "SR3": "room_leave_room removes a room the session is in, and only that one (the rooms that remain)",
+        "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id); "
+               "unknown_session only for an id that was not live",
     },
     "autonomy": {
         "AU1": "a new session starts at the asked level or notify, clamped by its rooms' lowest cap",
         "AU2": "a rejoin keeps the level unless it asks higher (raised, clamped); lower is refused",
         "AU3": "a cap lowers every live member above it in the same transaction",
         "AU4": "an autonomy change starts from the level the session held",
+        "AU5": "a delivery starts undeliverable to a recipient at wake with no wake lever, stored to any other",
     },
     "selectors": {
         "SE1": "'*' reaches every live session sharing a room with the sender, never the sender",
@@ -59,6 +61,7 @@ RULES: dict[str, dict[str, str]] = {
         "LR2": "lease_renew fails with lease_not_held only when the caller held no live lease then",
         "LR3": "lease_release fails with lease_not_held only when the caller held no live lease then",
         "LR4": "a renewal or release event is of a live lease its session holds (model expiry)",
+        "LR5": "a denied claim names a holder that was in its way (a conflicting live holder)",
     },
     "leave-effects": {
         "LV1": "leave and prune release every lease of the session",
@@ -72,6 +75,7 @@ RULES: dict[str, dict[str, str]] = {
         "RD4": "lease_list lists every live lease, 'mine' for the caller's",
         "RD5": "room_history answers the last 'limit' messages of the room, oldest first",
         "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was",
+        "RD7": "an empty msg_recv's inbox block: the caller's rooms, its deliveries ever, read, and the last one's time",
     },
 }
 GROUP_OF = {rule: group for group, rules in RULES.items() for rule in rules}

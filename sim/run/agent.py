@@ -184,6 +184,19 @@ class Agent:
         if op.kind == "paused":  # past the shortest message ttl_s: deliveries overdue, not yet expired by a recv
             ttls = [t for t in self.w.message_ttl_s if t > 0]
             time.sleep(min(3.0, min(ttls) + 0.02) if ttls else 0.0)
+        if op.f == "stale_session":  # leave, one send under the old id, then a new session
+            old = self.session
+            if self.record("room_leave", {"session_id": old}, extra) is not None:
+                self.known = Known(peers=self.known.peers)
+                self.session = None
+                self.sent += 1
+                tag = f"{self.cfg.agent}#{self.sent}"
+                send = {"session_id": old, "to": "*", "subject": tag}
+                if self.w.body_bytes:
+                    send["body"] = workload.body(self.w.body_bytes, tag)
+                self.record("msg_send", send, extra)
+                self.join()
+            return
         if op.f == "churn":
             if self.record("room_leave", {"session_id": self.session}, extra) is not None:
                 self.known = Known(peers=self.known.peers)
@@ -229,7 +242,9 @@ class Agent:
             peers = tuple(s for s in got["sessions"] if s and s != self.session)
         stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
         seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
-        self.known = Known(held, reads, unacked, peers, k.now, stale, seen)
+        mine = (k.got + tuple(got["message_ids"]))[-200:] if f == "msg_recv" and got else k.got
+        mine = (mine + (got["message_id"],))[-200:] if f == "msg_send" and got else mine
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine)
 
     # -- phases ------------------------------------------------------------------------------------
 

@@ -70,7 +70,12 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
                 "op": args.get("subject")}
     if f == "msg_recv":
         messages = _get(result, "messages", []) or []
-        return {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages]}
+        out = {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages]}
+        inbox = _get(result, "inbox")
+        if inbox is not None:  # an empty answer's inbox block: rooms, deliveries ever, read, last
+            out["inbox"] = {"rooms": list(_get(inbox, "rooms", []) or []), "total": _get(inbox, "deliveries_total"),
+                            "read": _get(inbox, "deliveries_read"), "last": _get(inbox, "last_delivery_at")}
+        return out
     if f == "msg_ack":
         return {"message_id": args["message_id"]}
     if f == "lease_claim":

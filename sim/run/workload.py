@@ -45,6 +45,7 @@ class Known:
     now: float = 0.0  # wall clock, the store's clock
     stale: tuple[str, ...] = ()  # paths whose lease ran out while the agent held it (by its clock)
     seen: tuple[int, ...] = ()  # message ids a room_history answer showed
+    got: tuple[int, ...] = ()  # message ids its own msg_recv answers returned, and its own sends (the latest)
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,19 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         # the agent sleeps past the shortest message ttl_s first (``Agent.perform``), as a
         # paused agent would, then checks its unread count before any recv
         return Op("msg_unread", {}, "paused")
+    if choice == "stale_session":
+        # leave, then one send under the id it left with (``Agent.perform``), then join anew:
+        # the agent that kept its old id; the store must refuse it (unknown_session)
+        return Op("stale_session", {})
+    if choice == "ack_seen":
+        # ack a message a room's history showed that no recv of its own returned: another's,
+        # or its own still unread or expired (the store must refuse both, each its own way)
+        foreign = [m for m in known.seen if m not in known.got]
+        if not foreign:
+            room = {"room": rng.choice(files.rooms)} if files.rooms and rng.random() < 0.7 else {}
+            return Op("room_history", {**room, "limit": 50})
+        # the newest are the likeliest still unread by it; the older, read by other recipients
+        return Op("msg_ack", {"message_id": rng.choice(foreign[-5:] if rng.random() < 0.5 else foreign)}, "seen")
     raise ValueError(f"unknown mix entry {choice!r}")
 
 

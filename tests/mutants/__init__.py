@@ -124,6 +124,16 @@ ORACLE_MUTANTS = (
     _rule("history_oldest_page", ("read-answers",)),
     _rule("sent_pending_counts_read", ("read-answers",)),
     _rule("drift_ignores_later_grants", ("drift-truth",), scenario=REGRESSION),
+    # the rules that had a check and no mutant of their own (docs/history.md's audit)
+    _rule("leave_room_clears_all", ("sessions",), ("selectors", "read-answers", "autonomy")),
+    _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order"), ci=True),
+    _rule("ack_all_readers", ("ack",), ("read-answers", "sessions")),  # (a departed reader's delivery acked too)
+    _rule("ack_read_only_lookup", ("ack",)),
+    _rule("sent_hides_undeliverable", ("delivery-exactly-once",)),
+    _rule("claim_keeps_exclusive", ("lease-ttl",), LEASE_ALL),
+    _rule("inbox_read_forgets_acked", ("read-answers",)),
+    _rule("undeliverable_or_for_and", ("autonomy",)),
+    _rule("denial_names_first_holder", ("lease-rules",), LEASE_ALL),
 )
 MUTANTS = MUTANTS + ORACLE_MUTANTS
 BY_NAME = {m.name: m for m in MUTANTS}

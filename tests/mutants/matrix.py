@@ -54,7 +54,8 @@ def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, se
             timeout_s: float = 300, store: str | None = None) -> Run:
     """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store;
     ``store``: ``--store`` (e.g. a postgresql:// URL), else a fresh SQLite file under ``out``."""
-    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live"]
+    # no plots: nothing here reads them, and drawing them is seconds of each run's CPU
+    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live", "--no-plots"]
     if seed is not None:
         args += ["--seed", str(seed)]
     if store is not None:

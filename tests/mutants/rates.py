@@ -18,6 +18,7 @@ import contextlib
 import json
 import sys
 import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -46,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
     p.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
+    p.add_argument("--jsonl", type=Path, help="append each run as one JSON line the moment it ends (a long "
+                   "measurement stopped early keeps what it finished)")
     args = p.parse_args(argv)
     with contextlib.ExitStack() as stack:
         if args.engine == "postgresql":
@@ -64,7 +67,8 @@ def _rates(args: argparse.Namespace) -> int:
                                    and (not args.ci or m.ci)]
     if args.control:
         chosen.append(None)
-    jobs = [(m, i) for i in range(args.runs) for m in chosen]
+    jobs = [(m, i) for i in range(args.runs) for m in chosen]  # run by run: stopped early, each has as many
+    lock = threading.Lock()
 
     with tempfile.TemporaryDirectory(prefix="mutant-rates-") as tmp, ThreadPoolExecutor(args.jobs) as pool:
         def one(job: tuple[Mutant | None, int]) -> dict:
@@ -79,6 +83,9 @@ def _rates(args: argparse.Namespace) -> int:
                    "claims": ops.get("lease_claim", 0),
                    "ok": caught(m, run) if m else (run.verdict == "valid" and run.exit == 0)}
             print(_line(name, got["seed"], got), flush=True)
+            if args.jsonl:
+                with lock, args.jsonl.open("a") as fh:
+                    fh.write(json.dumps(got) + "\n")
             if run.exit not in (0, 1):
                 print(run.describe(), flush=True)
             return got

@@ -101,11 +101,13 @@ def test_leave_room_of_a_room_one_is_not_in_is_invalid_argument(store: Store, jo
     assert err.value.field == "room" and "elsewhere" in str(err.value)
 
 
-def test_leave_room_appends_an_event(store: Store, join: Callable[..., str]) -> None:
-    sid = join(room="team")
-    store.room_leave_room(sid, "team")
+def test_leave_room_appends_an_event(store: Store, repo: Path) -> None:
+    joined = store.room_join(cwd=str(repo), pid=None, room="team")
+    store.room_leave_room(joined.session_id, "team")
     last = store.events()[-1]
-    assert (last.kind, last.session_id, last.payload) == ("leave_room", sid, {"room": "team"})
+    rest = [r for r in joined.rooms if r != "team"]  # the repo room: what remains, listed for the checker's oracle
+    assert rest and (last.kind, last.session_id, last.payload) == ("leave_room", joined.session_id,
+                                                                   {"room": "team", "rooms": rest})
 
 
 # -- who --------------------------------------------------------------------------------------

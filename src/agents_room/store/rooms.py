@@ -68,7 +68,9 @@ def leave_room(tx: Tx, session: Caller, room: str) -> None:
     cur = tx.execute("DELETE FROM memberships WHERE session_id = ? AND room = ?", (session.id, room))
     if cur.rowcount == 0:
         raise InvalidArgument("room", f"session {session.id} is not in room {room}")
-    tx.event("leave_room", session.id, room=room)
+    # the rooms that remain: what the checker's oracle compares with its own (rule SR3)
+    rest = [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session.id,))]
+    tx.event("leave_room", session.id, room=room, rooms=rest)
 
 
 def who(tx: Tx, judge: Judge, room: str | None, session: Caller | None) -> list[Member]:

@@ -136,9 +136,9 @@ CREATE TABLE reads (
 -- Append-only audit, written in the same transaction as every change. SQLite commits
 -- one writer at a time, so seq is the true order of everything that happened.
 -- kind and payload (JSON):
---   join          {rooms, autonomy, harness_key, rejoin, label, tags, cwd}
+--   join          {rooms, autonomy, harness_key, rejoin, label, tags, cwd, wake_lever}  (lever: null keeps the old)
 --   leave         {rooms, reason}                     ('leave' or 'prune')
---   leave_room    {room}
+--   leave_room    {room, rooms}                      (rooms: those that remain)
 --   autonomy      {from, to, reason}                  (rejoin raise, or lowered by a cap)
 --   cap           {room, autonomy}
 --   send          {message_id, selector, subject, rooms, recipients: {session: state}, ttl_s, expires_at}

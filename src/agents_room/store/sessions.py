@@ -230,7 +230,7 @@ def join(
     tx.execute("UPDATE sessions SET autonomy = ? WHERE id = ?", (level, sid))
     tx.event(
         "join", sid, rooms=rooms, autonomy=level, harness_key=harness_key,
-        rejoin=existing is not None, label=label, tags=tags, cwd=cwd,
+        rejoin=existing is not None, label=label, tags=tags, cwd=cwd, wake_lever=wake_lever,
     )
     return Joined(sid, rooms, level, warning, existing is not None)
 

@@ -150,3 +150,12 @@ def test_hot_paths_get_their_share() -> None:
 def test_body_has_the_size_and_starts_with_the_tag() -> None:
     assert body(64, "a01#7").startswith("a01#7 ") and len(body(64, "a01#7")) == 64
     assert body(0, "a01#7") == ""
+
+
+def test_acks_of_what_a_history_showed_and_the_old_session_id() -> None:
+    # only messages no recv of its own returned (nor its own sends); none: a room's history first
+    acks = draw(mix(ack_seen=1), Known(seen=(40, 41, 42), got=(41,)))
+    assert {(op.f, op.args["message_id"], op.kind) for op in acks} == {("msg_ack", 40, "seen"), ("msg_ack", 42, "seen")}
+    first = draw(mix(ack_seen=1), Known(seen=(41,), got=(41,)))
+    assert {(op.f, op.args["limit"]) for op in first} == {("room_history", 50)}
+    assert {op.f for op in draw(mix(stale_session=1), Known())} == {"stale_session"}

@@ -1,0 +1,28 @@
+"""Every one-line mutant of ``tests/mutants/rules.py`` still builds against the store as it
+is now: its snippet occurs exactly once. A store change under a snippet makes the mutant
+fail to build, which a run reports only as an aborted start (verdict unknown); this finds
+it in a second instead."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mutants import BY_NAME, rules  # noqa: E402
+from mutants.mutation import rewrite  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(rules.MUTATIONS))
+def test_the_mutant_builds_and_changes_its_function(name: str) -> None:
+    _rule, module, function, old, new, _bug = rules.MUTATIONS[name]
+    shipped = getattr(module, function)
+    try:
+        rewrite(module, function, old, new)
+        assert getattr(module, function) is not shipped
+    finally:
+        setattr(module, function, shipped)
+    assert name.replace("_", "-") in BY_NAME  # in the matrix, with the invariants that must catch it
