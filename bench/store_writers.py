@@ -5,14 +5,16 @@ leases) in a closed loop for a few seconds, all starting at one instant. Once pe
 
 - ``busy``: ``AGENTS_ROOM_FAIR_ADMISSION=0``, SQLite's busy handler alone orders writers;
 - ``strict``: the admission queue with no slices (``borrow_max=0``): one turn per hand-over;
-- ``slices``: the store as shipped.
+- ``fixed``: slices of one length, 2 ms (up to 32 borrowed turns), as shipped before the
+  adaptive slice;
+- ``slices``: the store as shipped (a slice's length adapts to how many wait).
 
 Prints, per mode and process count: claims/s, CPU per claim (all workers), Jain's index over
 the per-process counts, fewest/most, and the longest single call. Modes alternate by rounds,
 so a change in the machine's load touches them alike; compare within one run.
 
     .venv/bin/python bench/store_writers.py [--procs 16,64] [--seconds 3] [--rounds 2]
-                                            [--modes busy,strict,slices]
+                                            [--modes busy,strict,fixed,slices]
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-MODES = ("busy", "strict", "slices")
+MODES = ("busy", "strict", "fixed", "slices")
 
 
 def work(mode: str, db: str, seconds: float, start: float) -> None:
@@ -38,6 +40,10 @@ def work(mode: str, db: str, seconds: float, start: float) -> None:
     if mode == "strict":  # the same queue without slices (a bench-only swap of the store's own)
         store.db._admission.close()
         store.db._admission = WriteAdmission(store.db.path, store.db.busy_timeout_s, borrow_max=0)
+    elif mode == "fixed":  # the slice of the first pass: one length whoever waits
+        store.db._admission.close()
+        store.db._admission = WriteAdmission(store.db.path, store.db.busy_timeout_s, borrow_max=32, slice_s=0.002,
+                                             slice_min_s=0.002)
     folder = os.path.dirname(db)
     sid = store.room_join(cwd=folder, pid=os.getpid(), label="w").session_id
     store.lease_claim(sid, f"warm-{os.getpid()}.py", ttl_s=1)

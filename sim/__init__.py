@@ -16,8 +16,11 @@ SQLite and a bare MCP server (``sim bench``). docs/simulator.md is the manual.
 ``pipeline.py`` hands each stage's output to the next (``run_scenario``); ``cli.py`` is the
 ``sim`` command; ``bench/`` (``sim bench``, ``--sweep``, hook timing) stands beside.
 
+``hosts/`` (simulated hosts in network and PID namespaces, one PostgreSQL between them) makes
+the place a ``[hosts]`` run runs in; the runner places each agent on its host.
+
 What each may import of sim, in this order, each only from those before it: ``scenario``
-and ``check`` nothing; ``faults`` scenario, check; ``run`` + faults; ``report`` + run;
+and ``check`` nothing; ``hosts`` scenario; ``faults`` scenario, check; ``run`` + hosts, faults; ``report`` + run;
 ``pipeline`` + report; ``bench`` + pipeline; ``cli`` everything. Each subpackage's
 ``__init__`` says so on its ``Imports from sim:`` line; tests/test_import_graph.py holds
 them to it and fails on any import cycle in sim/ or src/.

@@ -35,9 +35,10 @@ def _parser() -> argparse.ArgumentParser:
                      "and report.md are still written")
     run.add_argument("--sweep", metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
                      "agents=8,16,32,64), then sweep.json, sweep.png and the knee; default driver mcp")
-    run.add_argument("--store", type=Path, metavar="PATH", help="run against this store file (an earlier run's; "
-                     "created if absent) instead of a fresh one under --out; a file that is not a healthy agents-room "
-                     "store, or one live agents use, is refused and left as it was")
+    run.add_argument("--store", metavar="PATH|URL", help="run against this store instead of a fresh one under --out: "
+                     "a SQLite file (an earlier run's; created if absent) or a PostgreSQL database, "
+                     "postgresql://user@host/db (its schema created if empty); a store that is not a healthy "
+                     "agents-room store, or one live agents use, is refused and left as it was")
     run.add_argument("--dashboard", nargs="?", const="127.0.0.1:8766", metavar="HOST:PORT", help="serve agents-room's "
                      "read-only live dashboard of the run's store while the run goes (default 127.0.0.1:8766), and "
                      "print its URL")
@@ -52,6 +53,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from .run.layout import default_out
 
     if args.sweep:
+        if args.store is not None and (refused := _refuse_store(args, _fault_kinds(args.scenario))):
+            print(f"sim: refusing --store: {refused}", file=sys.stderr)
+            return 2
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
             print("sim: --no-plots applies to single runs, not --sweep", file=sys.stderr)
             return 2
@@ -65,16 +69,19 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         # Plain stderr, never wrapped: the message names a file and a key to fix.
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
+    if scenario.hosts is not None:
+        from .hosts.cluster import refusal
+
+        why = refusal() or ("--store: a [hosts] run makes its own PostgreSQL in a namespace" if args.store else None)
+        if why:
+            print(f"sim: {why}", file=sys.stderr)
+            return 2
     out = args.out or default_out(scenario)
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
     if args.store is not None:
-        from .run.layout import check_store
-
-        args.store = args.store.absolute()  # the agents run in their own folders
-
-        refused = check_store(args.store)
+        refused = _refuse_store(args, scenario.faults.kinds() if scenario.faults else [])
         if refused:
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
@@ -94,6 +101,31 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if watch:
             watch.stop()
     return result.exit_code
+
+
+def _fault_kinds(path: Path) -> list[str]:
+    """The scenario's fault kinds (none when it does not load: the sweep then says why)."""
+    try:
+        faults = load(path).faults
+    except ScenarioError:
+        return []
+    return faults.kinds() if faults else []
+
+
+def _refuse_store(args: argparse.Namespace, faults: list[str]) -> str | None:
+    """Why ``--store`` cannot be used (one line), else None; ``args.store`` becomes the
+    location every process of the run opens (a path made absolute, or the URL)."""
+    from agents_room.store import StoreError
+
+    from .run.layout import check_store, store_location
+
+    if not str(args.store).strip():
+        return "--store is empty; give a store file's path or a postgresql:// URL"
+    try:
+        args.store = store_location(args.store)
+    except StoreError as exc:
+        return exc.text
+    return check_store(args.store, faults)
 
 
 class Dashboard:

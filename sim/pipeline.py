@@ -6,6 +6,7 @@ hands one stage's output to the next.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import history as hist
-from .run.layout import merge_history, read_events, read_samples
+from .run.layout import merge_history, read_events, read_samples, shown
 from .run.runner import Outcome, RunAborted, Runner
 from .scenario.scenario import Scenario
 
@@ -43,19 +44,46 @@ def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tup
     return result.verdict, result
 
 
+def _sessions_by_host(db: str) -> dict[str, int]:
+    """How many sessions the store recorded on each host (its ``host`` column): each host's
+    agents must have carried that host's id."""
+    from agents_room.store import Store
+
+    with Store.open(db) as store, store.db.read() as tx:
+        return {str(host): int(n) for host, n in tx.all("SELECT host, count(*) FROM sessions GROUP BY host")}
+
+
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
-                 store: Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
+                 store: str | Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
+    """One run. With ``[hosts]``: the simulated hosts and their PostgreSQL first (their store),
+    removed again at the end, whatever happens (sim/hosts/cluster.py)."""
+    if scenario.hosts is None:
+        return _run(scenario, out, live=live, console=console, store=store, with_plots=with_plots, on_tick=on_tick)
+    from .hosts.cluster import Hosts
+
+    with Hosts.create(scenario.hosts.count) as hosts:
+        return _run(scenario, out, live=live, console=console, store=hosts.url, with_plots=with_plots,
+                    on_tick=on_tick, hosts=hosts)
+
+
+def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path | str | None, with_plots: bool,
+         on_tick: Sequence[Tick], hosts: Any = None) -> Result:
     from .faults import clock as faultclock
+    from .report import terminal
     from .report import writer as report
     from .report import stats
 
-    runner = Runner(scenario, out, live=live, store=store)
+    runner = Runner(scenario, out, live=live, store=store, hosts=hosts)
     runner.on_tick.extend(on_tick)  # e.g. sim run --dashboard
-    nemesis = None
-    if scenario.faults:
+    nemesis = host_nemesis = None
+    if scenario.faults.agent_kinds():
         from .faults.nemesis import Nemesis
 
         nemesis = Nemesis(runner)
+    if scenario.faults.hosts:
+        from .faults.hostnemesis import HostNemesis
+
+        host_nemesis = HostNemesis(runner)
     aborted = None
     try:
         outcome = runner.execute()
@@ -64,6 +92,8 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
     finally:
         if nemesis:
             nemesis.close()
+        if host_nemesis:
+            host_nemesis.close()
     records = merge_history(runner.layout)
     raw_events, integrity, wal = read_events(runner.layout.db, scenario.run.busy_timeout_s, after_seq=runner.layout.first_seq)
     samples = read_samples(runner.layout.samples)
@@ -99,10 +129,26 @@ def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: A
         expectations=expectations, events=events, samples=samples, outcome=outcome, integrity=integrity,
         wal_final=wal, history_len=len(records), fault_summary=fault_summary, with_plots=with_plots,
     )
+    if scenario.hosts is not None:  # per host: throughput, p99, errors, recovery after each heal
+        from .report import hosts as hostreport
+
+        stale = [dataclasses.asdict(w) for w in getattr(check, "stale_writes", ())]
+        faults = [r for r in samples if r.get("kind") == "fault"]
+        data["hosts"] = hostreport.compute(records, scenario, outcome.start_ns, outcome.end_ns, faults, stale)
+        data["hosts"]["host_faults"] = host_nemesis.log if host_nemesis else []
+        data["hosts"]["killed_sessions_pruned"] = host_nemesis.pruned if host_nemesis else {}
+        data["hosts"]["sessions_by_host"] = _sessions_by_host(runner.layout.db)
+        data["hosts"]["network"] = {"run_id": hosts.net.record.run_id, "subnet": hosts.net.record.subnet,
+                                    "database": hosts.db.address, "netns": hosts.net.record.netns}
+        if with_plots:
+            data["plots"].append(hostreport.plot(data["hosts"], runner.layout.out, faults, outcome.start_ns,
+                                                 scenario.run.duration_s))
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings
+    # Which engine the run hammered, and where (a URL without its password).
+    data["run"]["engine"], data["run"]["store"] = runner.layout.engine, shown(runner.layout.db)
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
-    report.print_summary(data, console=console)
+    terminal.print_summary(data, console=console)  # with the per-host table after it, if any
     return Result(runner.layout.out, verdict, code, data)

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from agents_room.store import Clock, Store
 
 import pgcluster  # noqa: E402 (tests/ is on sys.path: rootdir conftest)
+from pgrequire import pytest_runtest_makereport  # noqa: E402, F401 (a PostgreSQL skip fails in CI)
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
@@ -67,7 +68,7 @@ def pg_cluster():
     """A throwaway PostgreSQL cluster for this test process (one per xdist worker), stopped
     at the end. Skipped where the machine has no server, unless AGENTS_ROOM_REQUIRE_POSTGRES=1
     (CI), where a missing server fails the tests that need it."""
-    required = os.environ.get(pgcluster.REQUIRE_ENV) == "1"
+    required = os.environ.get(pgcluster.REQUIRE_ENV) == "1"  # (a skip fails then anyway: pgrequire.py)
     try:
         import psycopg  # noqa: F401
 

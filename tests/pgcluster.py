@@ -7,7 +7,13 @@ server still keeps every commit that reached the OS; every commit is still a rea
 (the store's sessions keep the server's ``synchronous_commit``).
 
 ``initdb`` refuses to run as root: as root the cluster is made and run by the ``postgres``
-user, in a folder that user owns.
+user (``nobody`` where there is none: the ``pgserver`` binaries on a machine without a
+PostgreSQL package), in a folder that user owns.
+
+A test process killed before its end (``kill -9``, a CI timeout) cannot stop its cluster, and
+the server runs on. Each cluster's folder holds ``owner``: the pid and start time of the
+process that started it; ``start_cluster`` first reaps (stops, removes) the clusters whose
+owner is gone. A folder without that file is never touched.
 """
 
 from __future__ import annotations
@@ -25,11 +31,29 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REQUIRE_ENV = "AGENTS_ROOM_REQUIRE_POSTGRES"
+BINDIR_ENV = "AGENTS_ROOM_PG_BINDIR"  # the server binaries to use (a folder with initdb and pg_ctl)
+PREFIX = "agents-room-pg-"
+OWNER = "owner"  # "<pid> <start time in clock ticks>" of the process that started the cluster
+
+
+def pgserver_bindir() -> Path | None:
+    """The server binaries PyPI's ``pgserver`` wheel ships (a dev dependency), if installed:
+    found without importing it."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pgserver")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / "pginstall" / "bin" / "initdb").exists():
+            return Path(folder) / "pginstall" / "bin"
+    return None
 
 
 def find_bindir() -> Path | None:
-    """The folder holding initdb and pg_ctl: pg_config's BINDIR, else the newest
-    /usr/lib/postgresql/*/bin, else PATH. None when the machine has no server."""
+    """The folder holding initdb and pg_ctl: ``$AGENTS_ROOM_PG_BINDIR`` if set, else pg_config's
+    BINDIR, else the newest /usr/lib/postgresql/*/bin, else PATH, else the ``pgserver`` wheel's.
+    None when none has a server."""
+    if os.environ.get(BINDIR_ENV):
+        return Path(os.environ[BINDIR_ENV])
     candidates: list[str] = []
     if shutil.which("pg_config"):
         with contextlib.suppress(OSError, subprocess.CalledProcessError):
@@ -41,7 +65,16 @@ def find_bindir() -> Path | None:
     for folder in candidates:
         if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
             return Path(folder)
-    return None
+    return pgserver_bindir()
+
+
+def _server_user() -> str:
+    """Who runs the server when this process is root (initdb refuses root)."""
+    try:
+        pwd.getpwnam("postgres")
+        return "postgres"
+    except KeyError:
+        return "nobody"
 
 
 def _free_port() -> int:
@@ -76,13 +109,13 @@ class Cluster:
     def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
         cmd = [str(self.bindir / argv[0]), *argv[1:]]
         if os.geteuid() == 0:
-            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+            cmd = ["runuser", "-u", _server_user(), "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
     def start(self) -> None:
         self.sockets.mkdir()
         if os.geteuid() == 0:
-            entry = pwd.getpwnam("postgres")
+            entry = pwd.getpwnam(_server_user())
             for p in (self.root, self.sockets):
                 os.chown(p, entry.pw_uid, entry.pw_gid)
         done = self._run("initdb", "-A", "trust", "-U", self.user, "--no-locale", "-E", "UTF8", "--no-sync",
@@ -101,13 +134,44 @@ class Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+def _started(pid: int) -> str | None:
+    """The start time of process ``pid`` (field 22 of /proc/PID/stat), None if there is none:
+    with the pid, it names one process even after the pid is reused."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def owner_alive(root: Path) -> bool | None:
+    """Whether the process that started the cluster in ``root`` still runs; None when the
+    folder names no owner (not ours to judge)."""
+    try:
+        pid, started = (root / OWNER).read_text().split()
+        return _started(int(pid)) == started
+    except (OSError, ValueError):
+        return None
+
+
+def reap(bindir: Path, base: Path | None = None) -> list[Path]:
+    """Stop and remove every cluster under ``base`` (the temp folder) whose owner is gone."""
+    reaped = []
+    for root in sorted(Path(base or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        if owner_alive(root) is False:
+            Cluster(bindir, root, 0, "").stop()
+            reaped.append(root)
+    return reaped
+
+
 def start_cluster(user: str = "agents", *, fsync: bool = False) -> Cluster:
-    """Start a private cluster; raises RuntimeError when it cannot, LookupError when the
-    machine has no PostgreSQL binaries."""
+    """Start a private cluster, owned by this process (after reaping those of dead owners);
+    raises RuntimeError when it cannot, LookupError when the machine has no PostgreSQL binaries."""
     bindir = find_bindir()
     if bindir is None:
         raise LookupError("no PostgreSQL server binaries (initdb, pg_ctl) on this machine")
-    root = Path(tempfile.mkdtemp(prefix="agents-room-pg-"))
+    reap(bindir)
+    root = Path(tempfile.mkdtemp(prefix=PREFIX))
+    (root / OWNER).write_text(f"{os.getpid()} {_started(os.getpid())}\n")
     cluster = Cluster(bindir, root, _free_port(), user, fsync)
     try:
         cluster.start()

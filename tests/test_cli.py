@@ -68,6 +68,31 @@ def test_who_shows_liveness_as_a_table_and_as_json(db: Path, sessions: dict[str,
     assert [m["session_id"] for m in only] == [sessions["alive"]]
 
 
+def test_who_and_doctor_say_which_host_each_session_is_on(
+    db: Path, sessions: dict[str, str], repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sessions of another host are judged from the store, and who says so; doctor counts them."""
+    monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "laptop-2")
+    with Store.open(db, clock=Clock(fixed=time.time() - 3600)) as store:
+        theirs = store.room_join(cwd=str(repo), pid=dead_pid(), label="far-one").session_id
+    monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "desk-1")
+    with Store.open(db) as store:  # this machine's sessions of the fixture: recorded as this host, desk-1
+        with store.db.write() as tx:
+            tx.execute("UPDATE sessions SET host = 'desk-1' WHERE id <> ?", (theirs,))
+    table = run("--db", str(db), "who")
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:5] == ["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST"]
+    rows = {line.split()[0]: line.split() for line in lines[1:] if line[:1] != " "}
+    # Its pid is dead here, but desk-1 cannot see laptop-2's processes: quiet for an hour is unknown.
+    assert rows[theirs][3:5] == ["unknown", "laptop-2"]
+    assert rows[sessions["gone"]][3:5] == ["gone", "this"]
+    assert any(line.startswith("liveness on another host") for line in lines)
+    assert "far-one" not in run("--db", str(db), "prune", "--quiet-s", "600").stdout
+    doctor = dict(line.split(":", 1) for line in run("--db", str(db), "doctor").stdout.splitlines() if ":" in line)
+    assert doctor["this host"].strip() == "desk-1"
+    assert doctor["live sessions"].strip() == "2 on this host, 1 on laptop-2"  # the gone one was pruned
+
+
 def test_db_option_overrides_the_environment(db: Path, sessions: dict[str, str]) -> None:
     assert os.environ["AGENTS_ROOM_DB"] != str(db)  # conftest points it elsewhere
     Store.open(os.environ["AGENTS_ROOM_DB"]).close()
@@ -102,7 +127,7 @@ def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
     assert fields["path"].strip() == f"{db} (from --db)" and fields["journal_mode"].strip() == "wal"
-    assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "1"
+    assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "2"
     assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
     health = json.loads(run("--db", str(db), "doctor", "--json").stdout)
     assert health["rows"]["sessions"] == 3 and health["journal_mode"] == "wal" and health["wal_bytes"] >= 0
@@ -114,7 +139,7 @@ def test_doctor_reports_a_postgresql_store(pg_url: str, repo: Path) -> None:
     report = run("--db", pg_url, "doctor")
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
-    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == "1"
+    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == "2"
     assert fields["server_version"].strip()[:2].isdigit() and "sessions 1" in fields["rows"]
     health = json.loads(run("--db", pg_url, "doctor", "--json").stdout)
     assert health["engine"] == "postgresql" and health["rows"]["sessions"] == 1

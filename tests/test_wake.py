@@ -230,18 +230,19 @@ def test_the_watcher_looks_only_when_something_changed(store: Store, repo: Path,
         return me
 
     watcher = Watcher(store, lever, find)
-    seen, look = watcher.step(-1, 0.0, clock.now())
+    waiter = store.mail_waiter(0.0)  # SQLite: a look at the newest seq per wait
+    look = watcher.step(waiter, float("-inf"), clock.now())
     assert len(finds) == 1 and lever.calls == []
-    assert watcher.step(seen, look, clock.now() + 1) == (seen, look) and len(finds) == 1
+    assert watcher.step(waiter, look, clock.now() + 1) == look and len(finds) == 1
     store.msg_send(bob, me, subject="a")
-    seen, look = watcher.step(seen, look, clock.now() + 1)
+    look = watcher.step(waiter, look, clock.now() + 1)
     assert len(lever.calls) == 1
     # Quiet store, but a retry may come due: the watcher looks again every RETRY_LOOK_S.
-    seen, look = watcher.step(seen, look, look + 0.1)
-    seen, look = watcher.step(seen, look, look + 0.1)
+    look = watcher.step(waiter, look, look + 0.1)  # its own writes moved the seq: one more look
+    look = watcher.step(waiter, look, look + 0.1)
     calls = len(finds)
     clock.shift(RETRY_WINDOW_S)
-    watcher.step(seen, look, look + RETRY_LOOK_S)
+    watcher.step(waiter, look, look + RETRY_LOOK_S)
     assert len(finds) == calls + 1 and len(lever.calls) == 2
 
 

@@ -6,9 +6,13 @@ Each *group* is one kind of worker at one process count, on a fresh store file:
 | kind | what a worker is | operations |
 |---|---|---|
 | ``raw`` | bare ``sqlite3``, the store's transactions by hand (``sim.bench.raw``) | lease_claim, msg_send |
-| ``store`` | ``agents_room.store.Store`` in the worker | the five of ``OPS`` |
-| ``serve`` | the SDK's client to its own ``agents-room serve`` over stdio | the five of ``OPS`` |
-| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench.bare``) | lease_claim |
+| ``store`` | ``agents_room.store.Store`` in the worker | the five of ``STORE_OPS`` |
+| ``serve`` | the SDK's client to its own ``agents-room serve`` over stdio | all of ``OPS`` |
+| ``bare`` | the SDK's client to its own bare MCP server (``sim.bench.bare``) | lease_claim, lease_pair |
+
+``lease_pair`` is one claim of a fresh path and its release, both timed (two tool calls, each
+answer parsed by the client): the unit of an agent's edit, and what issue 19's serve ÷ bare
+target counts.
 
 Workers are spawned interpreters (never forks holding a connection). For each operation
 every worker of the group starts at one instant (a start barrier on the monotonic clock),
@@ -36,9 +40,12 @@ import numpy as np
 
 from ..report.stats import jain
 from ..run.drivers import serve_command
+from . import engines
 
-OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
-KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": OPS, "bare": ("lease_claim",), "serve": OPS}
+OPS = ("lease_claim", "lease_release", "lease_pair", "msg_send", "msg_recv", "drift_check")
+STORE_OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
+KIND_OPS = {"raw": ("lease_claim", "msg_send"), "store": STORE_OPS, "bare": ("lease_claim", "lease_pair"),
+            "serve": OPS, **engines.KIND_OPS}
 _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE", "CLAUDE_PROJECT_DIR",
                 "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN", "AGENTS_ROOM_WAKE_LEVER")
 BARRIER_S = 0.1  # from "go" to the common start (plus 4 ms per worker): every worker has read its line by then
@@ -59,6 +66,7 @@ class Options:
     ops: tuple[str, ...] = OPS
     hook_runs: int = 50
     startup_timeout_s: float = 600.0
+    store: str | None = None  # a postgresql:// URL: the engines side by side instead (sim.bench.engines)
 
 
 @dataclass(frozen=True)
@@ -128,8 +136,9 @@ class Group:
         repo = folder / "repo"
         (repo / ".git").mkdir(parents=True)
         (folder / "logs").mkdir()
-        db = folder / "store" / "room.db"
-        Store.open(db).close()  # the schema exists before any worker opens the file
+        # A file, or (PostgreSQL kinds) a schema of its own in the --store database.
+        db, self.schema = engines.new_schema(opts.store or "", kind, procs) or (folder / "store" / "room.db", None)
+        Store.open(db).close()  # the schema exists before any worker opens the store
         env = {"AGENTS_ROOM_DB": str(db)}
         command = ([serve_command(), "serve"] if kind == "serve" else
                    [sys.executable, "-m", "sim.bench.bare"] if kind == "bare" else [])
@@ -219,11 +228,14 @@ class Group:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        engines.drop_schema(self.opts.store or "", self.schema)
 
 
 def plan(opts: Options) -> list[list[tuple[str, int]]]:
     """Pairs of groups that run side by side: raw and store at each process count, bare and
-    serve at each agent count."""
+    serve at each agent count. With ``--store``: the engines at each process count instead."""
+    if opts.store:
+        return engines.plan(opts.procs, opts.ops)
     pairs = []
     for kinds, counts in ((("raw", "store"), opts.procs), (("bare", "serve"), opts.mcp_procs)):
         for n in counts:
@@ -268,7 +280,7 @@ def run_pair(pair: list[tuple[str, int]], opts: Options, say: Any) -> list[Cell]
             for g in running:
                 cell = combine(g.kind, op, g.procs, opts.seconds, rounds[g.kind])
                 cells.append(cell)
-                say(f"  {g.kind:<6}{op:<14}{cell.per_s:>10,.0f}/s  p99 {cell.p99_ms:8.2f} ms  jain {cell.jain:.3f}"
+                say(f"  {g.kind:<9}{op:<14}{cell.per_s:>10,.0f}/s  p99 {cell.p99_ms:8.2f} ms  jain {cell.jain:.3f}"
                     + (f"  errors {cell.errors}" if cell.errors else ""))
         return cells
     finally:
@@ -281,7 +293,7 @@ def run_groups(opts: Options, say: Any = print) -> list[Cell]:
 
 
 def run_bench(opts: Options, console: Any) -> int:
-    from . import hook, report
+    from . import hook, report, upgrade
 
     opts.out.mkdir(parents=True, exist_ok=False)
     started = time.time()
@@ -292,11 +304,27 @@ def run_bench(opts: Options, console: Any) -> int:
         console.print(f"[red]sim bench: {exc}[/red]")
         return 2
     timing = hook.measure(opts.out / "work" / "hook", opts.hook_runs) if opts.hook_runs else None
-    data = report.build(opts, cells, timing, started=started, load=(load_before, os.getloadavg()))
+    upgraded = upgrade.check(opts.out / "work" / "upgrade")
+    data = report.build(opts, cells, timing, started=started, load=(load_before, os.getloadavg()),
+                        who=_who(opts.out / "work" / "who"), upgrade=upgraded)
+    data["engines"] = engines.table(data["cells"]) if opts.store else None
     report.save(opts.out, data)
-    report.print_tables(data, console if console.is_terminal else type(console)(width=170))
+    wide = console if console.is_terminal else type(console)(width=170)
+    report.print_tables(data, wide)
+    engines.print_table(wide, data)
     console.print(f"wrote {opts.out / 'bench.json'} and {opts.out / 'bench.png'}")
     return 0
+
+
+def _who(folder: Path) -> dict[str, Any] | None:
+    """room_who's p99 with many sessions, from the pg-hosts stream's bench when this tree has
+    it (``sim.bench.who.measure(folder)``: ``{"sessions": n, "p99_ms": x}``); else None, and
+    the target is printed as not measured."""
+    try:
+        from . import who  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return who.measure(folder)
 
 
 # -- the command line ------------------------------------------------------------------------------
@@ -353,6 +381,8 @@ def add_parser(sub: Any) -> None:
                    help="warm-up before each window (default 0.5)")
     p.add_argument("--ops", type=_ops, default=OPS, metavar="OP,OP,...", help=f"operations (default {','.join(OPS)})")
     p.add_argument("--hook-runs", type=int, default=50, metavar="N", help="runs of `agents-room hook` (0: skip)")
+    p.add_argument("--store", metavar="URL", help="postgresql://...: the store on SQLite and on PostgreSQL and "
+                   "PostgreSQL's raw ceiling at each of --procs instead (see sim/bench/engines.py)")
 
 
 def command(args: Any, console: Any) -> int:
@@ -365,6 +395,9 @@ def command(args: Any, console: Any) -> int:
     if args.hook_runs < 0 or not 1 <= args.rounds <= 100:
         print("sim: --hook-runs must be 0 or more and --rounds 1..100", file=sys.stderr)
         return 2
+    if refused := engines.refuse(args.store):
+        print(f"sim: refusing --store: {refused}", file=sys.stderr)
+        return 2
     opts = Options(out.absolute(), args.procs, args.mcp_procs, args.seconds, args.rounds, args.warmup, args.ops,
-                   args.hook_runs)
+                   args.hook_runs, store=args.store)
     return run_bench(opts, console)

@@ -1,9 +1,9 @@
 """The raw ceiling: bare ``sqlite3`` doing the same transactions as the store's
-``lease_claim`` (a fresh grant) and ``msg_send`` (to one session), statement for statement,
+``lease_claim`` (a fresh grant), ``lease_release`` and ``msg_send`` (to one session), statement for statement,
 on the same schema and with the same pragmas, but none of the store's Python around them.
 ``sim bench`` divides the store's throughput by this one's.
 
-Also the work of the bare MCP server (``sim.bench.bare``): one such claim per tool call.
+Also the work of the bare MCP server (``sim.bench.bare``): one such claim or release per tool call.
 """
 
 from __future__ import annotations
@@ -98,6 +98,30 @@ class RawRoom:
                 conn.execute("ROLLBACK")
             raise
         return {"ok": True, "token": token, "expires_at": expires}
+
+    def release(self, sid: str, path: str) -> None:
+        """Touch the session, sweep expired leases (an event each), delete the lease and
+        write its event: what the store's release does."""
+        conn = self.conn
+        now = time.time()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
+                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
+            for p, holder, m, token, expires_at in conn.execute(
+                "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (now,)
+            ).fetchall():
+                _event(conn, now, holder, "lease_expire", p, mode=m, token=token, expires_at=expires_at)
+            row = conn.execute("DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token",
+                               (path, sid)).fetchone()
+            if row is None:
+                raise LookupError(f"{path} is not held by {sid}")
+            _event(conn, now, sid, "lease_release", path, mode=row[0], token=row[1], reason="release")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def send(self, sid: str, to: str, subject: str, body: str) -> int:
         """Touch the sender, resolve the recipient, insert the message, its room rows and

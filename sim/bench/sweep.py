@@ -58,9 +58,12 @@ def at_point(base: Scenario, key: str, value: float) -> Scenario:
         return base.with_overrides(agents=_whole(key, value))
     if key == "duration":
         return base.with_overrides(duration_s=value)
+    if key == "hosts":  # [hosts] count (and with agents_per_host, the agents with it)
+        return base.with_overrides(hosts=_whole(key, value))
     *tables, field = key.split(".")
     if not tables or tables[0] not in ("run", "workload", "open_loop"):
-        raise ScenarioError(f"--sweep: unknown key {key!r}; agents, duration, or run.*, workload.*, open_loop.* keys")
+        raise ScenarioError(f"--sweep: unknown key {key!r}; agents, duration, hosts, or run.*, workload.*, "
+                            "open_loop.* keys")
 
     def replaced(obj: Any, path: list[str]) -> Any:
         name = path[0]
@@ -165,7 +168,8 @@ def plot(path: Path, key: str, points: list[dict[str, Any]], found: dict[str, An
     plt.close(fig)
 
 
-def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live: bool, console: Any) -> int:
+def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live: bool, console: Any,
+              store: str | None = None) -> int:
     """Every point's run, then the sweep's own report. Exit code: 1 if any run was invalid,
     2 if any was unknown (bounds missed at high load are what a sweep is for: not a failure)."""
     from rich.table import Table
@@ -177,7 +181,7 @@ def run_sweep(base: Scenario, key: str, values: list[float], out: Path, *, live:
     points = []
     for value, scenario in zip(values, scenarios, strict=True):
         console.print(f"[bold]sweep {key}={value:g}[/bold] ({scenario.agents} agents, {scenario.run.driver})")
-        result = run_scenario(scenario, out / f"{key}-{value:g}", live=live, console=console)
+        result = run_scenario(scenario, out / f"{key}-{value:g}", live=live, console=console, store=store)
         points.append(summary(value, result.report))
     found = knee(points)
     data = {"key": key, "values": values, "driver": base.run.driver, "scenario": base.name,
@@ -222,12 +226,18 @@ def command(args: Any, console: Any) -> int:
     except ScenarioError as exc:
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2
+    if base.hosts is not None:
+        from ..hosts.cluster import refusal
+
+        if why := refusal():
+            print(f"sim: {why}", file=sys.stderr)
+            return 2
     out = args.out or Path("reports") / f"{base.name}-sweep-{dt.datetime.now(dt.timezone.utc):%Y%m%dT%H%M%SZ}"
     if out.exists():
         print(f"sim: {out} already exists; pick another --out", file=sys.stderr)
         return 2
     try:
-        return run_sweep(base, key, values, out, live=not args.no_live, console=console)
+        return run_sweep(base, key, values, out, live=not args.no_live, console=console, store=args.store)
     except ScenarioError as exc:
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
         return 2

@@ -43,6 +43,8 @@ class Workload:
         n, i = self.n, self.index
         if op == "lease_claim":  # a fresh path each time; 1 s leases, so every claim sweeps some
             return None, ("lease_claim", {"path": f"src/w{i}/c{n}.py", "ttl_s": 1})
+        if op == "lease_pair":  # claim a fresh path and release it, both timed: an agent's edit
+            return None, ("lease_pair", {"path": f"src/w{i}/p{n}.py", "ttl_s": 600})
         if op == "lease_release":
             path = f"src/w{i}/r{n}.py"
             return ("lease_claim", {"path": path, "ttl_s": 600}), ("lease_release", {"path": path})
@@ -124,26 +126,52 @@ def _sleep_until(ns: int) -> None:
 # -- raw and store: synchronous ---------------------------------------------------------------------
 
 
+def _patiently(join: Any, seconds: float = 120.0) -> Any:
+    """A worker's join, again while the lock is busy: 64 workers join at once, and on a loaded
+    machine (or a server flushing each commit) the last may wait past the busy timeout. The
+    measured windows count such errors; the start-up does not."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return join()
+        except Exception as exc:  # noqa: BLE001 (store_busy, SQLite's "locked", PostgreSQL's lock timeout)
+            busy = _code(exc) in ("store_busy", "LockNotAvailable") or "database is locked" in str(exc)
+            if not busy or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class SyncActor:
     def __init__(self, cfg: dict[str, Any], index: int) -> None:
         self.kind = cfg["kind"]
         self.work = Workload(index, cfg["cwd"])
-        if self.kind == "raw":
-            from .raw import RawRoom
+        if self.kind in ("raw", "raw-pg"):
+            if self.kind == "raw":
+                from .raw import RawRoom as Raw
+            else:
+                from .raw_pg import RawPgRoom as Raw  # type: ignore[assignment]
 
-            self.raw = RawRoom(cfg["db"])
-            self.work.session = self.raw.join(cfg["cwd"], cfg["room"], f"w{index}")
+            self.raw = Raw(cfg["db"])
+            self.work.session = _patiently(lambda: self.raw.join(cfg["cwd"], cfg["room"], f"w{index}"))
         else:
             from agents_room.store import Store
 
             self.store = Store.open(cfg["db"])
-            self.work.session = self.store.room_join(cwd=cfg["cwd"], pid=os.getpid(), label=f"w{index}").session_id
+            self.work.session = _patiently(lambda: self.store.room_join(
+                cwd=cfg["cwd"], pid=os.getpid(), label=f"w{index}").session_id)
 
     def call(self, tool: str, args: dict[str, Any]) -> Any:
         sid = self.work.session
-        if self.kind == "raw":
+        if tool == "lease_pair":
+            claimed = self.call("lease_claim", args)
+            if not (claimed["ok"] if self.kind in ("raw", "raw-pg") else claimed.ok):
+                raise RuntimeError("lease_pair: the claim was denied")
+            return self.call("lease_release", {"path": args["path"]})
+        if self.kind in ("raw", "raw-pg"):
             if tool == "lease_claim":
                 return self.raw.claim(sid, os.path.join(self.work.cwd, args["path"]), args["ttl_s"])
+            if tool == "lease_release":
+                return self.raw.release(sid, os.path.join(self.work.cwd, args["path"]))
             if tool == "msg_send":
                 return self.raw.send(sid, args["to"], args["subject"], args["body"])
             raise ValueError(f"the raw ceiling has no {tool}")
@@ -183,7 +211,7 @@ class SyncActor:
         return meter.result()
 
     def close(self) -> None:
-        (self.raw if self.kind == "raw" else self.store).close()
+        (self.raw if self.kind in ("raw", "raw-pg") else self.store).close()
 
 
 def run_sync(cfg: dict[str, Any], index: int) -> None:
@@ -216,6 +244,10 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
     async with Client(params, mode="legacy") as client:
 
         async def call(tool: str, args: dict[str, Any]) -> Any:
+            if tool == "lease_pair":  # two tool calls, each answer parsed
+                if not (await call("lease_claim", args))["ok"]:
+                    raise RuntimeError("lease_pair: the claim was denied")
+                return await call("lease_release", {"path": args["path"]})
             result = await client.call_tool(tool, {"session_id": work.session, **args})
             if result.is_error:
                 text = " ".join(getattr(c, "text", "") for c in result.content)
@@ -277,7 +309,7 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
 def main() -> int:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     index = int(sys.argv[2])
-    if cfg["kind"] in ("raw", "store"):
+    if cfg["kind"] in ("raw", "store", "raw-pg", "store-pg"):
         run_sync(cfg, index)
     else:
         import anyio

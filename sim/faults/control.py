@@ -38,7 +38,9 @@ class RunFolder(Protocol):
     def out(self) -> Path: ...
 
     @property
-    def db(self) -> Path: ...
+    def db(self) -> str:
+        """The store: a SQLite file's path, or a postgresql:// URL (file faults refuse the latter)."""
+        ...
 
     @property
     def history(self) -> Path: ...
@@ -58,6 +60,9 @@ class RunControl(Protocol):
     agent_config: dict[str, Any]
     # Called at every sample, also while stopping and draining: ``hook(run, now_ns)``.
     on_tick: list[Callable[[Any, int], None]]
+    # The simulated hosts (a ``sim.hosts.cluster.Hosts``) when the scenario has ``[hosts]``,
+    # else None: the host nemesis partitions them, kills them, kills and pauses their database.
+    hosts: Any
     start_ns: int  # the run's work window, monotonic ns (0 until the agents are told to go)
     end_ns: int
 

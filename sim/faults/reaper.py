@@ -61,14 +61,18 @@ class Reaper:
         proc.popen.wait()
         replacement = self.runner.spawn(proc.no, self.runner.next_generation(proc.no))
         self.runner.agents.append(replacement)
+        self.prune_later(proc.harness_key)
+        return replacement
+
+    def prune_later(self, harness_key: str) -> None:
+        """Prune the session of a killed agent once it has been quiet for the longest TTL."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._prune_loop, daemon=True)
             self._thread.start()
-        self._keys.put(proc.harness_key)
-        return replacement
+        self._keys.put(harness_key)
 
     def _prune_loop(self) -> None:
-        from agents_room.store import StoreBusy
+        from agents_room.store import StoreBusy, StoreError
 
         quiet = max(self.runner.scn.workload.lease_ttl_s)
         while (key := self._keys.get()) is not None:
@@ -82,7 +86,7 @@ class Reaper:
                                          (key,))
                     if not left:
                         break
-                except StoreBusy:
+                except (StoreBusy, StoreError):  # busy, or the database restarting (pg_kill): again
                     pass
                 time.sleep(0.2)
 

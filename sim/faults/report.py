@@ -20,6 +20,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..check.operation import Op, pair
@@ -95,7 +96,7 @@ def _disk_full(ops: list[Op], done: list[dict[str, Any]]) -> tuple[dict[str, Any
 
 def _garbage(nemesis: Any, layout: Any, agents_room: Callable[[], str]) -> tuple[dict[str, Any], list[str]]:
     kinds = nemesis.plan.garbage_store
-    copies = refusal.damage(layout.db, layout.out / "damaged", kinds, random.Random(nemesis.runner.scn.run.seed))
+    copies = refusal.damage(Path(layout.db), layout.out / "damaged", kinds, random.Random(nemesis.runner.scn.run.seed))
     results = refusal.try_all(copies, layout.out / "scenario.toml", agents_room())
     problems = [f"garbage_store: `{r.command}` on the {r.damage}d store exited {r.exit_code}"
                 f"{'' if r.names_file else ', not naming the file'}{'' if r.unchanged else ', and changed it'}: "

@@ -1,6 +1,7 @@
 """The run's report: ``report.json`` (for machines: the verdict, the per-operation table,
-the invariant results, the scenario as run), ``report.md`` (for people: the verdict and
-every violation first, then the figures and the plots), and the terminal summary."""
+the invariant results, the scenario as run) and ``report.md`` (for people: the verdict and
+every violation first, then the figures and the plots). The terminal summary of the same
+data is ``terminal.py``."""
 
 from __future__ import annotations
 
@@ -11,11 +12,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-
 from ..run.drivers import STORE_FACTORY_ENV
+from . import hosts
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -105,7 +103,8 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "name": scenario.name,
         "out": str(out),
         "started_at": dt.datetime.fromtimestamp(outcome.wall_start, dt.timezone.utc).isoformat(timespec="seconds"),
-        "run": {"driver": scenario.run.driver, "store_factory": store_factory(), "agents": scenario.agents,
+        "run": {"driver": scenario.run.driver, "drivers": host_drivers(scenario), "store_factory": store_factory(),
+                "agents": scenario.agents,
                 "duration_s": figures.duration_s,
                 "ops": figures.ops, "ops_per_s": figures.per_s, "drain_ops": figures.drain_ops,
                 "history_records": history_len, "events": len(events), "drained": outcome.drained,
@@ -134,6 +133,20 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
     return data
 
 
+def host_drivers(scenario: Any) -> dict[str, str]:
+    """Each simulated host's driver (``[hosts] drivers``, else ``[run] driver``), by host name;
+    empty without ``[hosts]``."""
+    h = scenario.hosts
+    return {f"h{i}": h.driver(i, scenario.run.driver) for i in range(h.count)} if h is not None else {}
+
+
+def driver_words(run: dict[str, Any]) -> str:
+    """``direct driver``, or with hosts each one's: ``drivers h0=direct h1=mcp h2=http``."""
+    if run.get("drivers"):
+        return "drivers " + " ".join(f"{h}={d}" for h, d in run["drivers"].items())
+    return f"{run['driver']} driver"
+
+
 def disk_use(out: Path) -> dict[str, int]:
     """Bytes of the run's folder by its top-level entries (the report itself, written after,
     is a few KiB)."""
@@ -149,21 +162,22 @@ def save(out: Path, data: dict[str, Any]) -> None:
     (out / "report.md").write_text(markdown(data))
 
 
-def _ms(x: float) -> str:
+def ms_text(x: float) -> str:
     return f"{x:,.2f}" if x < 100 else f"{x:,.0f}"
 
 
 def _op_line(r: dict[str, Any], per_s: str | None = None) -> str:
     per_s = f"{r['per_s']:,.1f}" if per_s is None else per_s
     return (f"| {r['f']} | {r['count']:,} | {r['ok']:,} | {r['fail']:,} | {r['info']:,} | {per_s} | "
-            f"{_ms(r['p50_ms'])} | {_ms(r['p90_ms'])} | {_ms(r['p99_ms'])} | {_ms(r['p999_ms'])} | {_ms(r['max_ms'])} |")
+            + " | ".join(ms_text(r[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")) + " |")
 
 
 def markdown(d: dict[str, Any]) -> str:
     run, fair, c = d["run"], d["fairness"], d["cost"]
     mark = {"valid": "VALID", "invalid": "INVALID", "unknown": "UNKNOWN"}[d["verdict"]]
     lines = [f"# {d['name']}: {mark}", ""]
-    lines.append(f"{run['agents']} agents, {run['driver']} driver, {_store_words(run['store_factory'])}, "
+    on = f" on {len(run['drivers'])} hosts" if run.get("drivers") else ""
+    lines.append(f"{run['agents']} agents{on}, {driver_words(run)}, {_store_words(run['store_factory'])}, "
                  f"{run['duration_s']:.1f} s from {d['started_at']}: "
                  f"**{run['ops']:,} operations completed within the run's window, {run['ops_per_s']:,.0f} ops/s**, "
                  f"{d['store_busy']:,} `store_busy`, integrity_check `{d['integrity']}`.")
@@ -197,6 +211,7 @@ def markdown(d: dict[str, Any]) -> str:
         lines.append("")
     lines += _checks(d["invariants"])
     lines += _fault_lines(d.get("fault_summary"))
+    lines += hosts.lines(d.get("hosts"))
     lines += ["## Operations", "",
               "| operation | count | ok | fail | info | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |",
               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
@@ -234,7 +249,7 @@ def markdown(d: dict[str, Any]) -> str:
     lines += ["## Fairness", "",
               f"Jain's index over operations per agent: **{fair['jain']:.3f}** (1 = perfectly even). "
               f"Fewest: {fair['fewest'][0]} with {fair['fewest'][1]:,}; most: {fair['most'][0]} with {fair['most'][1]:,}. "
-              f"Longest wait for a write: **{_ms(fair['longest_wait_ms'])} ms** ({fair['longest_wait']}).", "",
+              f"Longest wait for a write: **{ms_text(fair['longest_wait_ms'])} ms** ({fair['longest_wait']}).", "",
               *_img(d, "agents.png", "operations per agent")]
     lines += ["## Store", "",
               f"WAL: largest {d['wal']['max_bytes'] / 2**20:.1f} MiB during the run, {d['wal']['final_bytes'] / 2**20:.1f} MiB "
@@ -365,37 +380,3 @@ def _cost_words(c: dict[str, Any]) -> str:
             f"**{c['harness_cpu_s']:.1f} CPU s**, {c['harness_us_per_op']:,.0f} µs per operation. The store's share of "
             f"the work is {c['store_share']:.0%}. Start-up (imports, joins{', servers' if c['driver'] == 'mcp' else ''}) "
             f"took another {c['startup_cpu_s']:.1f} s in the agents; the runner {c['runner_cpu_s']:.1f} s.")
-
-
-def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console()
-    run = d["run"]
-    t = Table(title=f"{d['name']}: {run['agents']} agents, {run['driver']}, store {run['store_factory']}, "
-                    f"{run['duration_s']:.0f} s",
-              title_justify="left")
-    for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):
-        t.add_column(col, justify="left" if col == "operation" else "right")
-    for r in [*d["operations"], {**d["all"], "f": "all"}, d["startup"]]:
-        start_up = r["f"] == "start-up"
-        t.add_row(r["f"], f"{r['count']:,}", f"{r['ok']:,}", f"{r['fail']:,}", f"{r['info']:,}",
-                  "-" if start_up else f"{r['per_s']:,.0f}", _ms(r["p50_ms"]), _ms(r["p99_ms"]), _ms(r["p999_ms"]),
-                  _ms(r["max_ms"]), style="bold" if r["f"] == "all" else "dim" if start_up else None)
-    console.print(t)
-    fair = d["fairness"]
-    console.print(f"fairness: Jain {fair['jain']:.3f}, fewest {fair['fewest'][1]:,}, most {fair['most'][1]:,}, "
-                  f"longest write wait {_ms(fair['longest_wait_ms'])} ms; store_busy {d['store_busy']:,}; "
-                  f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB")
-    for e in d["expect"]:
-        if not e["met"]:
-            console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(e['actual'])} (required {escape(e['bound'])})")
-    for v in d["violations"][:10]:
-        console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(str(v['message']))}")
-    if d["verdict"] == "unknown":
-        inv = d["invariants"]
-        for why in dict.fromkeys([inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]):
-            if why:
-                console.print(f"[yellow]unknown[/]: {escape(str(why))}")
-    color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]
-    if d["plots_skipped"]:
-        console.print("plots: skipped (--no-plots)")
-    console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {escape(d['out'])}/report.md")

@@ -10,6 +10,7 @@ per-process histories, the store (read back for its events), ``samples.jsonl``.
   store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
 - ``progress``: the live display.
 
-Imports from sim: ``scenario``, ``check`` (the history file format) and ``faults`` (the
-agent's side of fault injection: the saboteur, the shared clock).
+Imports from sim: ``scenario``, ``check`` (the history file format), ``hosts`` (the
+simulated host an agent runs on) and ``faults`` (the agent's side of fault injection: the
+saboteur, the shared clock).
 """

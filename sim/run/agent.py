@@ -54,6 +54,9 @@ class Config:
     env: dict[str, str] = field(default_factory=dict)
     clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
     saboteur: bool = False  # fault injection may arm self-stops inside write transactions
+    host: str | None = None  # the simulated host it runs on ([hosts]), whose driver may differ
+    driver: str | None = None  # its host's driver; None: [run] driver
+    http_url: str | None = None  # the http driver: its host's agents-room serve --http for its repo
 
     @classmethod
     def load(cls, path: str) -> Config:
@@ -90,8 +93,8 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
-        return open_driver(run.driver, db=Path(self.cfg.db), cwd=self.cfg.cwd, env=self.cfg.env,
-                           busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s)
+        return open_driver(self.cfg.driver or run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
+                           busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s, http_url=self.cfg.http_url)
 
     def _retire(self) -> None:
         """After an ``info`` this process id may never invoke again: continue under the next."""

@@ -10,6 +10,7 @@ definitely did not happen) or ``info`` (it may have).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
@@ -120,12 +121,13 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
 
 # ``module:callable``: the store implementation the direct driver opens instead of the shipped
 # one (another backend, or a deliberately broken store under test). Called as
-# ``callable(db_path, busy_timeout_s=...)``, it returns an object with the ``Store``'s tool
-# methods and ``close()``, raising ``agents_room.store.RoomError`` subclasses for the errors.
+# ``callable(db, busy_timeout_s=...)`` (``db``: the store's path or postgresql:// URL, a str),
+# it returns an object with the ``Store``'s tool methods and ``close()``, raising
+# ``agents_room.store.RoomError`` subclasses for the errors.
 STORE_FACTORY_ENV = "SIM_STORE_FACTORY"
 
 
-def open_store(db: Path, busy_timeout_s: float) -> Any:
+def open_store(db: str, busy_timeout_s: float) -> Any:
     """The store named by ``$SIM_STORE_FACTORY``, else the shipped ``Store``."""
     spec = os.environ.get(STORE_FACTORY_ENV, "").strip()
     if not spec:
@@ -148,7 +150,7 @@ class DirectDriver:
 
     name = "direct"
 
-    def __init__(self, db: Path, cwd: str, busy_timeout_s: float) -> None:
+    def __init__(self, db: str, cwd: str, busy_timeout_s: float) -> None:
         from agents_room.store import RoomError
 
         self._room_error = RoomError
@@ -256,12 +258,52 @@ class McpDriver:
             self._portal_cm.__exit__(None, None, None)
 
 
-def open_driver(name: str, *, db: Path, cwd: str, env: dict[str, str], busy_timeout_s: float,
-                op_timeout_s: float) -> Driver:
+class HttpDriver(McpDriver):
+    """One agent's MCP session with a shared ``agents-room serve --http`` (one per host and
+    repository, as a team deploys it), over Streamable HTTP with a bearer token. The server's
+    folder is the repository; the agent's harness key travels in ``room_join``."""
+
+    name = "http"
+
+    def __init__(self, url: str, token: str, op_timeout_s: float) -> None:  # McpDriver's shape, another transport
+        from anyio.from_thread import start_blocking_portal
+
+        self.op_timeout_s = op_timeout_s
+        self._portal_cm = start_blocking_portal()
+        self._portal = self._portal_cm.__enter__()
+        self._client_cm = self._portal.wrap_async_context_manager(_http_client(url, token, op_timeout_s))
+        try:
+            self._client = self._client_cm.__enter__()
+        except BaseException:
+            self._portal_cm.__exit__(None, None, None)
+            raise
+        self._closed = False
+
+    def cpu_s(self) -> float:
+        return 0.0  # the server is the host's, not this process's child
+
+
+@contextlib.asynccontextmanager
+async def _http_client(url: str, token: str, timeout_s: float) -> Any:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as client:
+            yield client
+
+
+def open_driver(name: str, *, db: str, cwd: str, env: dict[str, str], busy_timeout_s: float,
+                op_timeout_s: float, http_url: str | None = None) -> Driver:
     if name == "direct":
         return DirectDriver(db, cwd, busy_timeout_s)
     if name == "mcp":
         if os.environ.get(STORE_FACTORY_ENV, "").strip():  # the server opens the shipped store
             raise ValueError(f"{STORE_FACTORY_ENV} applies to the direct driver only")
         return McpDriver(cwd, env, op_timeout_s)
+    if name == "http" and http_url:
+        if os.environ.get(STORE_FACTORY_ENV, "").strip():  # the server opens the shipped store
+            raise ValueError(f"{STORE_FACTORY_ENV} applies to the direct driver only")
+        return HttpDriver(http_url, env.get("AGENTS_ROOM_TOKEN", ""), op_timeout_s)
     raise ValueError(f"unknown driver {name!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,15 +15,35 @@ from ..check import history as hist
 from ..scenario.scenario import Scenario, to_toml
 
 
+# What works on the SQLite file only: the WAL cap pins the file's WAL, the garbage store
+# damages copies of the file, and clock jumps and stops inside write transactions replace the
+# SQLite store's clock and write path in the agent's process.
+SQLITE_FAULTS = frozenset({"disk_full", "garbage_store", "clock_jump", "kill_in_write", "pause_write"})
+
+
 @dataclass
 class Layout:
     out: Path
-    store: Path | None = None  # an existing store to run against (``sim run --store``)
+    # An existing store to run against (``sim run --store``): an absolute path of a SQLite
+    # file, or a postgresql:// URL (agents_room.store.location).
+    store: str | None = None
     first_seq: int = 0  # the events of this run come after this seq (earlier runs' events before)
 
     @property
-    def db(self) -> Path:
-        return self.store or self.out / "store" / "room.db"
+    def db(self) -> str:
+        """The store every process of the run opens (``AGENTS_ROOM_DB``): a path or a URL."""
+        return self.store or str(self.out / "store" / "room.db")
+
+    @property
+    def engine(self) -> str:
+        from agents_room.store.location import resolve
+
+        return resolve(self.db).engine
+
+    @property
+    def db_file(self) -> Path | None:
+        """The SQLite file of the store, or None on PostgreSQL (no file here to stat or copy)."""
+        return Path(self.db) if self.engine == "sqlite" else None
 
     @property
     def history(self) -> Path:
@@ -76,25 +97,52 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
             layout.first_seq = store.last_seq()
 
 
-def check_store(path: Path) -> str | None:
-    """Why ``sim run --store`` must not use ``path``, or ``None``. Opening it is the check
-    (``Store.open`` refuses, untouched, a file that is not a healthy store); a store with
-    live sessions belongs to running agents, which the run's messages would reach."""
+def store_location(text: str | Path) -> str:
+    """``sim run --store``'s value as every process of the run opens it: a postgresql://
+    (or postgres://) URL as given, a path made absolute (the agents run in their own folders).
+    Raises ``agents_room.store.StoreError`` for another scheme, in one line."""
+    from agents_room.store.location import POSTGRES_SCHEMES, _scheme, resolve
+
+    text = str(text)
+    if _scheme(text) in POSTGRES_SCHEMES:
+        return resolve(text, source="--store").target
+    if _scheme(text) is None and text:
+        text = str(Path(text).expanduser().absolute())
+    return resolve(text, source="--store").target
+
+
+def shown(db: str) -> str:
+    """The store as it may be printed: a URL without its password."""
+    from agents_room.store.location import redact
+
+    return redact(db)
+
+
+def check_store(db: str, faults: Sequence[str] = ()) -> str | None:
+    """Why ``sim run --store`` must not use ``db`` (a path or a URL), or ``None``. Opening
+    it is the check (``Store.open`` refuses, untouched, a file that is not a healthy store, or
+    a PostgreSQL schema holding other tables); a store with live sessions belongs to running
+    agents, which the run's messages would reach. ``faults``: the scenario's fault kinds,
+    some of which act on the SQLite file only."""
     from agents_room.store import RoomError, Store
 
+    sqlite_only = sorted(set(faults) & SQLITE_FAULTS)
+    if sqlite_only and Layout(Path("."), db).engine != "sqlite":
+        return (f"[faults.{sqlite_only[0]}] acts on a SQLite store file; {shown(db)} is PostgreSQL "
+                f"(faults there: kill, pause_holder)")
     try:
-        with Store.open(path) as store:
+        with Store.open(db) as store:
             alive = [m for m in store.room_who() if m.liveness == "alive"]
     except RoomError as exc:
         return exc.text
     if alive:
-        return f"{path} has {len(alive)} live sessions (agents are using it); run against a store of your own"
+        return f"{shown(db)} has {len(alive)} live sessions (agents are using it); run against a store of your own"
     return None
 
 
-def read_events(db: Path, busy_timeout_s: float, page: int = 10_000, after_seq: int = 0) -> tuple[list[Any], str, int]:
-    """Every event (paged by seq), ``PRAGMA integrity_check``, and the WAL size, once the
-    agents have exited."""
+def read_events(db: str, busy_timeout_s: float, page: int = 10_000, after_seq: int = 0) -> tuple[list[Any], str, int]:
+    """Every event (paged by seq), the store's integrity check, and the WAL size (0 on
+    PostgreSQL, whose log is the server's), once the agents have exited."""
     from agents_room.store import Store
 
     events: list[Any] = []
@@ -105,7 +153,8 @@ def read_events(db: Path, busy_timeout_s: float, page: int = 10_000, after_seq: 
             if len(chunk) < page:
                 break
         integrity = store.integrity_check()
-        wal = store.db.wal_bytes()
+        wal_bytes = getattr(store.db, "wal_bytes", None)
+        wal = wal_bytes() if wal_bytes else 0
     return events, integrity, wal
 
 

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
-from .layout import Layout, file_names, prepare
+from .drivers import serve_command
+from .layout import Layout, file_names, prepare, store_location
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -71,10 +73,14 @@ class Outcome:
 
 
 class Runner:
-    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: Path | None = None) -> None:
+    def __init__(self, scenario: Scenario, out: Path, *, live: bool = True, store: str | Path | None = None,
+                 hosts: Any = None) -> None:
         self.scn = scenario
-        # Agents run elsewhere: every path they get is absolute.
-        self.layout = Layout(Path(out).absolute(), Path(store).absolute() if store else None)
+        # Agents run elsewhere: every path they get is absolute (a URL is left as it is).
+        self.layout = Layout(Path(out).absolute(), store_location(store) if store else None)
+        # sim.hosts.cluster.Hosts when the scenario has [hosts]: each agent runs on its host
+        # (its network and PID namespaces), and the nemesis's host faults act through it.
+        self.hosts = hosts
         self.live = live
         self.agents: list[AgentProc] = []
         self.lines: queue.Queue[tuple[AgentProc, str]] = queue.Queue()
@@ -110,10 +116,27 @@ class Runner:
         env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
         env.update(server_env)  # the key is in the environment from exec on: /proc sees it
         env["PYTHONUNBUFFERED"] = "1"
+        argv = [sys.executable, "-m", "sim.run.agent", str(cfg_path)]
+        if self.hosts is not None:  # on its simulated host, with that host's id
+            host = self.hosts.host_of(no)
+            argv = host.command(argv, cwd=repo_path)
+            server_env["AGENTS_ROOM_HOST_ID"] = env["AGENTS_ROOM_HOST_ID"] = host.name
+            cfg.update(host=host.name, driver=self.scn.hosts.driver(host.index, self.scn.run.driver))
+            if cfg["driver"] == "http":  # the host's server for this repository: the agents share it
+                repo_no = [r.name for r in self.scn.repos].index(repo.name)
+                shared = {k: v for k, v in env.items() if k != "AGENTS_ROOM_HARNESS_KEY"}  # no agent's key
+                server = self.hosts.http_server(host, repo_no, serve_command(), repo_path, shared,
+                                                self.layout.out / "logs" / f"serve-{host.name}-{repo.name}.log")
+                cfg["http_url"] = server.url
+                cfg["env"] = server_env = {**server_env, "AGENTS_ROOM_TOKEN": self.hosts.token}
+            if self.scn.hosts.skew(host.index):  # what its agents judge their leases by
+                cfg["clock_file"] = str(self.layout.out / "store" / f"clock-{host.name}")
+                if not Path(cfg["clock_file"]).exists():
+                    SharedClock(cfg["clock_file"]).shift(self.scn.hosts.skew(host.index))
+            cfg_path.write_text(json.dumps(cfg, indent=1))
         log = open(self.layout.out / "logs" / f"{name}.g{generation}.log", "wb")  # noqa: SIM115 (owned by the child)
         popen = subprocess.Popen(
-            [sys.executable, "-m", "sim.run.agent", str(cfg_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=log, cwd=repo_path, env=env, text=True, bufsize=1,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, cwd=repo_path, env=env, text=True, bufsize=1,
         )
         log.close()
         proc = AgentProc(no, name, repo.name, generation, key, popen)
@@ -190,10 +213,12 @@ class Runner:
     # sampling ------------------------------------------------------------------------------------
 
     def sample(self, progress: Progress, now_ns: int, start_ns: int) -> dict[str, Any]:
-        try:
-            wal = os.stat(f"{self.layout.db}-wal").st_size
-        except FileNotFoundError:
-            wal = 0
+        wal, db_file = 0, self.layout.db_file  # PostgreSQL: no WAL file of ours to watch
+        if db_file is not None:
+            try:
+                wal = os.stat(f"{db_file}-wal").st_size
+            except FileNotFoundError:
+                pass
         alive = sum(1 for a in self.agents if a.popen.poll() is None)
         counts = progress.poll()
         row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),

@@ -11,6 +11,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .hosts import HostFault, host_faults_to_dict, read_host_faults
 from .tables import ScenarioError, Table, number
 
 Kind = Literal["kill", "kill_in_write", "pause_holder", "pause_write", "disk_full", "clock_jump", "garbage_store"]
@@ -44,14 +45,20 @@ class Faults:
     clock_jumps_s: tuple[float, ...] = ()
     clock_window_s: tuple[float, float] | None = None  # None: the [faults] window
     garbage_store: tuple[str, ...] = ()
+    hosts: tuple[tuple[str, HostFault], ...] = ()  # partition, kill_host, pg_kill, pg_pause (sim/scenario/hosts.py)
 
     def __bool__(self) -> bool:
-        return bool(self.timed or self.clock_jumps_s or self.garbage_store)
+        return bool(self.timed or self.clock_jumps_s or self.garbage_store or self.hosts)
 
     def kinds(self) -> list[str]:
         """The kinds this plan injects, in report order."""
         out = [k for k, _ in self.timed]
-        return out + (["clock_jump"] if self.clock_jumps_s else []) + (["garbage_store"] if self.garbage_store else [])
+        out += (["clock_jump"] if self.clock_jumps_s else []) + (["garbage_store"] if self.garbage_store else [])
+        return out + [k for k, _ in self.hosts]
+
+    def agent_kinds(self) -> bool:
+        """Whether any fault acts on agents or the store file (the agent nemesis's part)."""
+        return bool(self.timed or self.clock_jumps_s or self.garbage_store)
 
     def get(self, kind: str) -> Timed | None:
         return dict(self.timed).get(kind)
@@ -116,8 +123,9 @@ def read(t: Table) -> Faults:
             raise ScenarioError(f"[{sub.where}] damage: a list of distinct values among {', '.join(DAMAGE)}, "
                                 f"got {list(damage)!r}")
         sub.done()
+    host_faults = read_host_faults(t, _window)
     t.done()
-    return Faults(window, tuple(timed), jumps, clock_window, damage)
+    return Faults(window, tuple(timed), jumps, clock_window, damage, host_faults)
 
 
 def check_fit(faults: Faults, *, duration_s: float, driver: str, busy_timeout_s: float) -> None:
@@ -156,6 +164,7 @@ def to_dict(faults: Faults) -> dict[str, Any]:
             out["clock_jump"]["window_s"] = list(faults.clock_window_s)
     if faults.garbage_store:
         out["garbage_store"] = {"damage": list(faults.garbage_store)}
+    out.update(host_faults_to_dict(faults.hosts))
     return out
 
 

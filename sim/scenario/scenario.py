@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from . import faultplan
 from .faultplan import Faults
+from .hosts import HOST_KINDS, Hosts, check_hosts, hosts_to_dict, read_hosts
 from .tables import ScenarioError, Table, choice, integer, number
 
 Driver = Literal["direct", "mcp"]
@@ -108,6 +109,7 @@ class Scenario:
     expect: Expect
     description: str = ""
     faults: Faults = Faults()
+    hosts: Hosts | None = None  # [hosts]: simulated hosts and one PostgreSQL (sim/hosts/)
     source: str = field(default="", compare=False)
 
     @property
@@ -128,11 +130,12 @@ class Scenario:
         out["workload"]["mix"] = dict(self.workload.mix)
         out["expect"]["p99_ms"] = dict(self.expect.p99_ms)
         out["faults"] = faultplan.to_dict(self.faults)
+        out["hosts"] = hosts_to_dict(self.hosts)
         return out
 
     def with_overrides(
         self, *, duration_s: float | None = None, agents: int | None = None, seed: int | None = None,
-        driver: str | None = None,
+        driver: str | None = None, hosts: int | None = None,
     ) -> Scenario:
         """The scenario as run: command-line overrides checked like the file's own values."""
         run = self.run
@@ -142,9 +145,17 @@ class Scenario:
             run = dataclasses.replace(run, seed=int(seed))
         if driver is not None:
             run = dataclasses.replace(run, driver=choice("--driver", driver, ("direct", "mcp")))
+        plan = self.hosts
+        if hosts is not None:
+            if plan is None:
+                raise ScenarioError("hosts: the scenario has no [hosts] table to set the count of")
+            plan = dataclasses.replace(plan, count=integer("hosts", hosts, 1, 64))
+        if agents is None and plan is not None and plan.agents_per_host:
+            agents = plan.count * plan.agents_per_host
         repos = self.repos if agents is None else _spread(self.repos, integer("--agents", agents, 1, 512))
+        check_hosts(plan, self.faults.hosts, [k for k in self.faults.kinds() if k not in HOST_KINDS], run.duration_s)
         faultplan.check_fit(self.faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
-        return dataclasses.replace(self, run=run, repos=repos)
+        return dataclasses.replace(self, run=run, repos=repos, hosts=plan)
 
 
 def _spread(repos: tuple[Repo, ...], total: int) -> tuple[Repo, ...]:
@@ -283,11 +294,17 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     expect = _read_expect(top.sub("expect"))
     faults = faultplan.read(top.sub("faults"))
     faultplan.check_fit(faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
+    host_plan = read_hosts(top.sub("hosts"))
+    check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":
             raise ScenarioError(f"[expect.p99_ms] unknown operation {key!r}; one of all, {', '.join(OPERATIONS)}")
-    return Scenario(scenario_name, run, repos, workload, open_loop, expect, description, faults, source=text)
+    scenario = Scenario(scenario_name, run, repos, workload, open_loop, expect, description, faults, host_plan,
+                        source=text)
+    if host_plan is not None and host_plan.agents_per_host:  # the file's own count of agents per host
+        scenario = dataclasses.replace(scenario, repos=_spread(repos, host_plan.count * host_plan.agents_per_host))
+    return scenario
 
 
 def load(path: str | Path) -> Scenario:
@@ -345,6 +362,8 @@ def to_toml(s: Scenario) -> str:
     lines += ["", *_toml_table("[expect]", d["expect"])]
     if d["expect"]["p99_ms"]:
         lines += ["", *_toml_table("[expect.p99_ms]", d["expect"]["p99_ms"])]
+    if d["hosts"]:
+        lines += ["", *_toml_table("[hosts]", d["hosts"])]
     if d["faults"]:
         lines += ["", *_toml_table("[faults]", d["faults"])]
         for kind, values in d["faults"].items():

@@ -14,10 +14,11 @@ Two things differ from a plain ``agents-room serve``:
   the connection to that era, on which Claude Code registers no channel. The handshake-era
   loop answers the probe with "method not found", so Claude Code falls back to
   ``initialize`` and sees the capability.
-- A watcher notices new deliveries without any tool call: every 0.3 s it reads the newest
-  event's seq (one b-tree probe; every change to the store writes an event), and only when
-  it moved (or every few seconds, for retries) asks the store what is due for this
-  process's session. Pushing marks a delivery ``offered``. A notification has no answer, so
+- A watcher notices new deliveries without any tool call: on PostgreSQL it is told at the
+  sender's commit (LISTEN/NOTIFY, store/mailwait.py); on SQLite every 0.3 s it reads the
+  newest event's seq (one b-tree probe; every change to the store writes an event). Only
+  then (or every few seconds, for retries) it asks the store what is due for this process's
+  session. Pushing marks a delivery ``offered``. A notification has no answer, so
   ``accepted`` is recorded when the session shows its turn came: its next hook event, or a
   tool call after the push (``last_seen`` later than ``offered_at``). An offer with neither
   is pushed again after the retry window.
@@ -25,6 +26,8 @@ Two things differ from a plain ``agents-room serve``:
 
 from __future__ import annotations
 
+import sys
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -108,15 +111,22 @@ async def _watch(connection: Connection, store: Any, find: Callable[[], str | No
         anyio.from_thread.run(connection.notify, METHOD, params)
 
     watcher = Watcher(store, ChannelLever(push), find, poll_s=poll_s)
-    seen, last_look = -1, 0.0
-    while True:
-        try:
-            seen, last_look = await anyio.to_thread.run_sync(watcher.step, seen, last_look, store.clock.now())
-        except Exception as exc:  # noqa: BLE001 (keep serving tools; the store may be busy for a moment)
-            import sys
-
-            print(f"agents-room: channel watcher: {exc}", file=sys.stderr)
-        await anyio.sleep(poll_s)
+    waiter = None
+    last_look = float("-inf")
+    try:
+        while True:
+            try:
+                waiter = waiter or await anyio.to_thread.run_sync(store.mail_waiter, poll_s)
+                wait_s = watcher.wait_s(waiter, last_look, time.monotonic())
+                # Blocks in a worker thread until told of mail (PostgreSQL) or the seq moved
+                # (SQLite), for WAIT_CHUNK_S at most: a cancelled server waits no longer.
+                last_look = await anyio.to_thread.run_sync(watcher.step, waiter, last_look, None, wait_s)
+            except Exception as exc:  # noqa: BLE001 (keep serving tools; the store may be busy for a moment)
+                print(f"agents-room: channel watcher: {exc}", file=sys.stderr)
+                await anyio.sleep(poll_s)
+    finally:
+        if waiter is not None:
+            waiter.close()
 
 
 async def serve_stdio(server: MCPServer[Any]) -> None:

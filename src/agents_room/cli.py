@@ -172,19 +172,32 @@ def who(args: argparse.Namespace) -> int:
         print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
               "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
-    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
-    rows += [[m.session_id, m.label or "-", m.harness, m.liveness, m.autonomy, _ago(m.last_seen),
-              ",".join(m.rooms) or "-", m.cwd] for m in members]
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
+    rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
+              _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
     print(_table(rows))
+    if any(m.host != store.host for m in members):
+        from .store.hosts import ALIVE_WITHIN_S
+
+        print(f"liveness on another host (this host cannot see its processes): alive = a call in the last "
+              f"{ALIVE_WITHIN_S:g}s, gone = its own host proved it, unknown = quiet and not proven gone")
     print(f"store: {store.path} ({origin})")
     return 0
+
+
+def _host(host: str | None, here: str) -> str:
+    if host is None:
+        return "(unrecorded)"
+    return "this" if host == here else host[:20]
 
 
 def add_who(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "who", help="list sessions with their liveness",
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
-        "gone (it is not), unknown (no process recorded).",
+        "gone (it is not), unknown (no process recorded). A session of another host (its HOST column) is judged "
+        "from the store, never from this host's processes: alive after a recent call, gone once its own host "
+        "proved it, else unknown.",
     )
     p.add_argument("--room", type=not_empty, help="only this room's members")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -211,7 +224,8 @@ def add_prune(subparsers: Subparsers) -> None:
         "prune", help="remove sessions that are quiet and gone",
         description="Remove sessions quiet for longer than --quiet-s seconds whose agent is gone (the liveness "
         "room_who reports). Each leaves its rooms, its leases are released, its unread messages expire; a "
-        "tombstone is kept. Sessions whose liveness is unknown are kept.",
+        "tombstone is kept. Sessions whose liveness is unknown are kept, and so is a session of another host "
+        "until its own host has proven it gone.",
     )
     p.add_argument("--quiet-s", type=seconds, required=True, metavar="N", help="seconds without a tool call")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
@@ -252,6 +266,10 @@ def doctor(args: argparse.Namespace) -> int:
                 print(f"{key + ':':16}{health[key]}")
             print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
+        print(f"{'this host:':16}{health['host']}")
+        print(f"{'live sessions:':16}" + (", ".join(
+            f"{n} on {'this host' if h == health['host'] else h or 'a host not recorded'}"
+            for h, n in health["sessions_by_host"]) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))

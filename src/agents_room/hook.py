@@ -41,9 +41,6 @@ if TYPE_CHECKING:
 
     from agents_room.store import Store
 
-# Events whose hookSpecificOutput.additionalContext Claude Code adds to the turn.
-CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart"})
-STOP_EVENTS = frozenset({"Stop", "SubagentStop", "stop"})  # "stop": Cursor
 # The hook's own wait for the store's write lock: a hook must not stall the harness.
 BUSY_TIMEOUT_S = 2.0
 WAIT_TIMEOUT_S = 3000.0
@@ -143,6 +140,12 @@ def run(args: argparse.Namespace | Args) -> int:
     try:
         data = _read_input(sys.stdin)
         path = store_path(getattr(args, "db", None))
+        if "://" in path and sys.flags.no_site:
+            # A PostgreSQL store needs its driver from site-packages, which the installed
+            # command's ``-S`` start skipped (hook_entry.py): add them now, as site would have.
+            import site
+
+            site.main()
         if args.wait:
             return wait(data, path, timeout=args.timeout, poll=args.poll)
         out = respond(data, path, args.event)
@@ -255,7 +258,8 @@ def store_path(db: str | None = None) -> str:
         # could split the room (store/location.py). Rare, so only here is the import paid.
         from agents_room.store.location import resolve
 
-        return str((resolve(db, source="--db") if db else resolve()).path)
+        found = resolve(db, source="--db") if db else resolve()
+        return found.target if found.engine == "postgresql" else str(found.path)
     path = os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".agents-room", "room.db")
     return os.path.normpath(path)
 
@@ -312,27 +316,23 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
     """The hook's answer to one event, or None to print nothing."""
     event = event or data.get("hook_event_name") or ""
     keys, pids = _keys(data), _ancestors()
+    if "://" in path:  # PostgreSQL has no file to probe: the store answers
+        from agents_room.store import wake
+
+        from .hook_news import answer
+
+        with _open_store(path) as store:
+            return answer(data, event, store.db, wake, keys, pids)
     if not os.path.exists(path) or not probe(path, keys, pids):
         return None
-    from agents_room.store.wake import describe
+    from .hook_news import answer, news_modules
 
-    with _open_store(path) as store:
-        session = _find(store, keys, pids)
-        if session is None:
-            return None
-        if event in STOP_EVENTS:
-            # stop_hook_active (Claude Code) and loop_count (Cursor) say this Stop ends a
-            # continuation we caused: never block it again, so the agent cannot loop.
-            repeat = data.get("stop_hook_active") is True or (data.get("loop_count") or 0) != 0
-            blocks = session.autonomy != "hold" and not repeat
-            news = store.hook_event(session.id, announce=blocks)
-            if not news:
-                return None
-            return {"decision": "block", "reason": describe(news, session.id)}
-        news = store.hook_event(session.id, announce=event in CONTEXT_EVENTS)
-        if not news:
-            return None
-        return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": describe(news, session.id)}}
+    sqlite_open, wake = news_modules()  # (importing any other store module now would load it all)
+    db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
+    try:
+        return answer(data, event, db, wake, keys, pids)
+    finally:
+        db.close()
 
 
 def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:
@@ -350,42 +350,56 @@ def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int
     """Wait for mail that should wake this session (it is at ``wake``), signal it through the
     store (``stored → offered``), print the facts on stderr, exit 2. Exit 0 at ``timeout``,
     at once when there is no session or it is below ``wake``, and when a newer waiter for
-    the same session took over. When
-    the session recorded another lever (the channel), only its retries are ours."""
+    the same session took over. When the session recorded another lever (the channel), only
+    its retries are ours. Between looks it blocks on the store's mail waiter: told at the
+    sender's commit on PostgreSQL, a look at the newest seq every ``poll`` on SQLite."""
     from agents_room.wake import RETRY_LOOK_S, StopHookLever, deliver
 
     deadline = time.monotonic() + timeout
-    if not os.path.exists(path):
+    if "://" not in path and not os.path.exists(path):
         return 0
     with _open_store(path) as store:
         session = _find(store, _keys(data), _ancestors())
         if session is None or session.autonomy != "wake":
             return 0  # only `wake` may start a turn; below it, mail waits for the next one
         lever = StopHookLever(sys.stderr)
-        marker = _claim_waiter(store.path, session.id)
+        marker = _claim_waiter(_waiters_folder(store, path), session.id)
+        waiter = store.mail_waiter(poll)
         try:
-            seen, last_look = -1, 0.0
+            waiter.watch(session.id)
+            last_look = float("-inf")
             while time.monotonic() < deadline:
                 if not _still_waiter(marker):
                     return 0
-                seq = store.last_seq()
-                if seq != seen or time.monotonic() - last_look >= RETRY_LOOK_S:
-                    seen, last_look = seq, time.monotonic()
+                # At most ``poll`` per wait: a newer waiter is noticed that soon.
+                told = waiter.wait(min(poll, max(0.0, deadline - time.monotonic())))
+                if told or time.monotonic() - last_look >= RETRY_LOOK_S:
+                    last_look = time.monotonic()
                     if deliver(store, lever, session_id=session.id, adopt_retries=True):
                         return 2
-                time.sleep(min(poll, max(0.0, deadline - time.monotonic())))
             return 0
         finally:
+            waiter.close()
             _release_waiter(marker)
 
 
 # One waiter per session: each Stop starts a new one, and the newest wins, so waiters do not
 # pile up while a chat stops many times. The marker lives beside the store (never the store's
-# own files, whose descriptors must not be opened outside SQLite).
+# own files, whose descriptors must not be opened outside SQLite); for a PostgreSQL store,
+# in this user's folder of the temporary directory (a session's waiters run on its host).
 
 
-def _claim_waiter(db_path: str, session_id: str) -> str:
-    folder = os.path.join(os.path.dirname(db_path), "waiters")
+def _waiters_folder(store: Store, path: str) -> str:
+    if "://" not in path:
+        return os.path.join(os.path.dirname(path), "waiters")
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(str(store.location).encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), f"agents-room-{os.getuid()}", f"waiters-{digest}")
+
+
+def _claim_waiter(folder: str, session_id: str) -> str:
     os.makedirs(folder, mode=0o700, exist_ok=True)
     marker = os.path.join(folder, session_id)
     tmp = os.path.join(folder, f".{session_id}.{os.getpid()}")

@@ -31,11 +31,13 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
 from .store import RETRY_WINDOW_S, Pending, Session, Store
+from .store.mailwait import MailWaiter
 from .store.wake import describe
 
 CHANNEL = "claude-channel"
@@ -171,13 +173,17 @@ def lever_name(env: Mapping[str, str]) -> str | None:
 POLL_S = 0.3
 # Even when nothing was written, look again this often: an offer may have come due for retry.
 RETRY_LOOK_S = 5.0
+# The longest a watcher blocks in one wait: how soon it notices it should stop.
+WAIT_CHUNK_S = 1.0
 
 
 class Watcher:
-    """A daemon thread that runs :func:`deliver` for one process's agent: a cheap look at
-    the store every ``poll_s`` (the newest event's seq; every change writes an event), the
-    real query only when it moved or a retry may be due. ``find`` names the session to serve
-    (it may join later)."""
+    """A daemon thread that runs :func:`deliver` for one process's agent. Between looks it
+    blocks on the store's mail waiter (store/mailwait.py): on PostgreSQL it is told of the
+    session's new mail at the sender's commit; on SQLite it polls the newest event's seq every
+    ``poll_s``. It looks for real when told, and every ``RETRY_LOOK_S`` (a retry may be due).
+    ``find`` names the session to serve (it may join later: until then it is looked for every
+    ``poll_s``)."""
 
     def __init__(
         self, store: Store, lever: WakeLever, find: Callable[[], str | None], *, poll_s: float = POLL_S,
@@ -185,6 +191,7 @@ class Watcher:
     ) -> None:
         self.store, self.lever, self.find = store, lever, find
         self.poll_s, self.retry_s = poll_s, retry_s
+        self.session_id: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"wake-{lever.name}", daemon=True)
 
@@ -196,26 +203,39 @@ class Watcher:
         self._stop.set()
         self._thread.join(timeout=5)
 
-    def step(self, seen: int, last_look: float, now: float) -> tuple[int, float]:
-        """One look; returns the seq seen and the time of the last real query."""
-        seq = self.store.last_seq()
-        if seq == seen and now - last_look < RETRY_LOOK_S:
-            return seen, last_look
-        session_id = self.find()
-        if session_id is not None:
-            deliver(self.store, self.lever, session_id=session_id, retry_s=self.retry_s)
-        # The seq from before this look: our own writes make the next look run once more
-        # (and find nothing), but nothing another process wrote meanwhile is skipped.
-        return seq, now
+    def wait_s(self, waiter: MailWaiter, last_look: float, now: float) -> float:
+        """How long the next wait may block: until a retry look is due, at most WAIT_CHUNK_S;
+        ``poll_s`` while a pushed waiter has no session to listen for yet."""
+        left = max(0.0, RETRY_LOOK_S - (now - last_look))
+        if waiter.pushed and self.session_id is None:
+            left = min(left, self.poll_s)
+        return min(left, WAIT_CHUNK_S)
+
+    def step(self, waiter: MailWaiter, last_look: float, now: float | None = None, wait_s: float = 0.0) -> float:
+        """One wait of at most ``wait_s``, then a look if something may have arrived, a retry
+        may be due, or the session is still to be found; returns the time of the last look."""
+        told = waiter.wait(wait_s)
+        now = time.monotonic() if now is None else now
+        if not told and now - last_look < RETRY_LOOK_S and not (waiter.pushed and self.session_id is None):
+            return last_look
+        self.session_id = self.find()
+        waiter.watch(self.session_id)
+        if self.session_id is not None:
+            deliver(self.store, self.lever, session_id=self.session_id, retry_s=self.retry_s)
+        return now
 
     def _run(self) -> None:
-        seen, last_look = -1, 0.0
+        waiter: MailWaiter | None = None
+        last_look = float("-inf")
         while not self._stop.is_set():
             try:
-                seen, last_look = self.step(seen, last_look, self.store.clock.now())
+                waiter = waiter or self.store.mail_waiter(self.poll_s)
+                last_look = self.step(waiter, last_look, None, self.wait_s(waiter, last_look, time.monotonic()))
             except Exception as exc:  # noqa: BLE001 (keep watching: the store may be busy for a moment)
                 print(f"agents-room: wake watcher: {exc}", file=sys.stderr)
-            self._stop.wait(self.poll_s)
+                self._stop.wait(self.poll_s)
+        if waiter is not None:
+            waiter.close()
 
 
 def session_finder(store: Store, harness_key: str | None, pid: int | None) -> Callable[[], str | None]:

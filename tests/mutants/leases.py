@@ -146,8 +146,13 @@ class DeferredBegin(Store):
             return _grant(tx, me, where, ttl, mode, mine)
 
 
-def deferred_begin(db: Path, busy_timeout_s: float) -> Store:
+def deferred_begin(db: Path | str, busy_timeout_s: float) -> Store:
     store = DeferredBegin.open(db, busy_timeout_s=busy_timeout_s)
+    if getattr(store.db, "engine", "sqlite") == "postgresql":  # its twin there: mutants/leases_pg.py
+        from .leases_pg import lazy_lock
+
+        lazy_lock(store.db)
+        return store
     store.db.__class__ = DeferredDatabase  # the same open connection, the deferred write()
     return store
 

@@ -51,12 +51,15 @@ def sim_env(factory: str | None) -> dict[str, str]:
 
 
 def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, seed: int | None = None,
-            timeout_s: float = 300) -> Run:
-    """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store."""
+            timeout_s: float = 300, store: str | None = None) -> Run:
+    """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store;
+    ``store``: ``--store`` (e.g. a postgresql:// URL), else a fresh SQLite file under ``out``."""
     # no plots: nothing here reads them, and drawing them is seconds of each run's CPU
     args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live", "--no-plots"]
     if seed is not None:
         args += ["--seed", str(seed)]
+    if store is not None:
+        args += ["--store", store]
     started = time.monotonic()
     done = subprocess.run(args, cwd=out.parent, env=sim_env(mutant.factory if mutant else None), text=True,
                           capture_output=True, timeout=timeout_s)
@@ -92,7 +95,8 @@ class Facts:
     overlaps: int  # the black box's overlapping windows (violations)
 
 
-def facts(out: Path) -> Facts:
+def facts(out: Path, store: str | None = None) -> Facts:
+    """``store``: the run's ``--store`` (its events read from there), else its own SQLite file."""
     from collections import Counter
 
     from agents_room.store import Store
@@ -102,8 +106,8 @@ def facts(out: Path) -> Facts:
     history = read(out / "history.jsonl.gz")
     claims = [(i, d) for i, d in pairs(history) if i["f"] == "lease_claim"]
     answered = [d["value"] for _, d in claims if d["type"] == "ok"]
-    with Store.open(out / "store" / "room.db") as store:
-        events = store.events(0, 10_000_000)
+    with Store.open(store or out / "store" / "room.db") as opened:
+        events = opened.events(0, 10_000_000)
     kinds = Counter(e.kind for e in events)
     grants = [e for e in events if e.kind == "lease_grant"]
     tokens = [e.payload["token"] for e in events if e.kind in ("lease_grant", "lease_renew")]

@@ -3,15 +3,18 @@ lease and delivery mutants, oracle.toml for the oracle's) against it many times 
 often it is caught (verdict ``invalid``, exit 1, its invariants violated, nothing else).
 
     .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--ci] [--control]
+        [--engine postgresql]
 
 Each run is a fresh ``sim run`` with its own seed (``--seed-from`` + run number), so the rates
-cover many interleavings, not one. ``--control`` adds as many runs of the shipped store, which
+cover many interleavings, not one. ``--engine postgresql``: every run on a fresh schema of a
+throwaway PostgreSQL cluster (tests/pgcluster.py) started for the rates and stopped after. ``--control`` adds as many runs of the shipped store, which
 must all be ``valid``. Prints one line per run, then a table; ``--json FILE`` keeps every run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -43,9 +46,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--control-scenario", type=Path, default=REGRESSION)
     p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
+    p.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     p.add_argument("--jsonl", type=Path, help="append each run as one JSON line the moment it ends (a long "
                    "measurement stopped early keeps what it finished)")
     args = p.parse_args(argv)
+    with contextlib.ExitStack() as stack:
+        if args.engine == "postgresql":
+            import pgcluster
+
+            cluster = pgcluster.start_cluster()
+            stack.callback(cluster.stop)
+            args.store = lambda: pgcluster.new_schema(cluster)
+        else:
+            args.store = lambda: None
+        return _rates(args)
+
+
+def _rates(args: argparse.Namespace) -> int:
     chosen: list[Mutant | None] = [m for m in MUTANTS if (not args.mutant or m.name in args.mutant)
                                    and (not args.ci or m.ci)]
     if args.control:
@@ -59,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             name = m.name if m else "shipped store"
             scenario = args.scenario or (m.scenario if m else args.control_scenario)
             run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=scenario.absolute(),
-                          seed=args.seed_from + i)
+                          seed=args.seed_from + i, store=args.store())
             ops = {o["f"]: o["count"] for o in run.report.get("operations", [])}
             got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,
                    "verdict": run.verdict, "violations": run.violations, "wall_s": run.wall_s,

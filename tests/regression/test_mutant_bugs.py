@@ -93,6 +93,41 @@ def test_deferred_begin_retries_the_upgrade_on_a_stale_read(tmp_path: Path, repo
     assert len(a.lease_check(sa, path).holders) == 2
 
 
+@pytest.mark.parametrize("shipped", [False, True], ids=["lazy-lock", "shipped"])
+def test_the_postgresql_twin_takes_the_write_lock_too_late(pg_url: str, repo: Path, restore: None,
+                                                           monkeypatch: pytest.MonkeyPatch, shipped: bool) -> None:
+    """PostgreSQL's deferred-begin (mutants/leases_pg.py): the advisory write lock at the first
+    write. b's claim commits while a has read the holders and not yet written: a grants too.
+    The shipped store holds the lock from BEGIN on: b waits for it and gives up (store_busy)."""
+    a = Store.open(pg_url, busy_timeout_s=1.0) if shipped else broken_leases.deferred_begin(pg_url, busy_timeout_s=1.0)
+    a.__class__ = broken_leases.DeferredBegin  # the same read-first claim either way; only the lock differs
+    b = Store.open(pg_url, busy_timeout_s=1.0)
+    sa = a.room_join(cwd=str(repo), pid=None, label="a").session_id
+    sb = b.room_join(cwd=str(repo), pid=None, label="b").session_id
+    path = str(repo / "x.py")
+    pending = [lambda: b.lease_claim(sb, path, 30)]
+    real = leases.sweep
+
+    def sweep(tx):  # type: ignore[no-untyped-def]
+        if pending:  # a has read the holders (free) and has not written yet: b claims now
+            pending.pop()()
+        return real(tx)
+
+    monkeypatch.setattr(leases, "sweep", sweep)
+    try:
+        if shipped:
+            with pytest.raises(StoreBusy):
+                a.lease_claim(sa, path, 30)
+            assert grants(a, path) == []  # neither: b timed out on the lock a held, a rolled back
+            return
+        assert a.lease_claim(sa, path, 30).ok
+        assert grants(a, path) == [sb, sa]
+        assert len(a.lease_check(sa, path).holders) == 2
+    finally:
+        a.close()
+        b.close()
+
+
 def test_early_expiry_sweeps_a_renewed_lease_at_its_first_term(tmp_path: Path, repo: Path, restore: None) -> None:
     def steps(db: Path) -> bool:
         clock = Clock(fixed=1_800_000_000.0)

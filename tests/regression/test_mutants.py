@@ -15,13 +15,35 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import caught, facts, run_sim  # noqa: E402
+from mutants.matrix import Run, caught, facts, run_sim  # noqa: E402
+
+
+# The lease mutants of mutants/leases.py run on PostgreSQL too (a fresh schema of the test
+# cluster; deferred-begin is its PostgreSQL twin there, mutants/leases_pg.py). The oracle's
+# lease mutants and the delivery ones: rates.py --engine postgresql.
+PG_LEASE = [m for m in MUTANTS if m.ci and m.factory.startswith("mutants.leases:")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.ci], ids=lambda m: m.name)
 def test_mutant_is_caught(mutant: Mutant, tmp_path: Path) -> None:
-    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario)
+    assert_caught(mutant, run_sim(mutant, tmp_path / "run", scenario=mutant.scenario))
+
+
+@pytest.mark.slow
+@pytest.mark.postgres_only
+@pytest.mark.parametrize("mutant", PG_LEASE, ids=lambda m: m.name)
+def test_lease_mutant_is_caught_on_postgresql(mutant: Mutant, pg_url: str, tmp_path: Path) -> None:
+    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario, store=pg_url)
+    assert run.report.get("run", {}).get("engine") == "postgresql", run.describe()
+    assert_caught(mutant, run, pg_url)
+
+
+def test_every_lease_mutant_runs_on_postgresql() -> None:
+    assert {m.name for m in PG_LEASE} == {"check-then-act", "deferred-begin", "early-expiry", "shared-beside-exclusive"}
+
+
+def assert_caught(mutant: Mutant, run: Run, store: str | None = None) -> None:
     assert run.exit == 1 and run.verdict == "invalid", run.describe()
     assert "verdict: invalid" in run.stdout
     for invariant in (*mutant.replay, *mutant.blackbox):
@@ -32,7 +54,7 @@ def test_mutant_is_caught(mutant: Mutant, tmp_path: Path) -> None:
     assert report.startswith(f"# {mutant.scenario.stem}: INVALID")
     head = report[:4000]
     assert any(invariant in head for invariant in mutant.replay), head
-    f = facts(run.out)
+    f = facts(run.out, store)
     if mutant.blackbox:  # the black box recomputed here, from history.jsonl alone
         assert f.overlaps > 0, f
     elif "lease-windows" not in mutant.scope:

@@ -144,6 +144,31 @@ def test_waiters_take_turns_in_arrival_order(db: Path, spawn, tmp_path: Path) ->
     me.close()
 
 
+def test_a_slice_is_the_round_shared_among_those_waiting_when_it_opens(db: Path, spawn, tmp_path: Path) -> None:
+    """The adaptive slice: each of 8 queued writers opens its slice with 7, 6, ... 0 others
+    still waiting, so its length is ROUND_S / waiters within [SLICE_MIN_S, SLICE_S] (the whole
+    SLICE_S when nobody waits): long slices, few hand-overs, while few wait."""
+    from agents_room.store.admission import ROUND_S, SLICE_MIN_S, SLICE_S
+    from agents_room.store.sidefile import _SLICE_US, _WAITERS, SLOTS
+
+    workers = spawn(8)
+    me = WriteAdmission(db, 5.0)
+    with me.turn():
+        for i, w in enumerate(workers):
+            w.send(f"log {tmp_path / 'order.log'}")
+            _wait_for(me, [os.getpid()] + [x.pid for x in workers[: i + 1]])
+        queue = me._queue
+        assert queue is not None and queue.w[_WAITERS] == 8
+    for w in workers:
+        w.expect("done")
+    assert queue.w[_WAITERS] == 0
+    lengths = sorted(queue.w[16 * slot + _SLICE_US] for slot in range(1, SLOTS + 1) if slot != queue.me)
+    expected = [int(SLICE_S * 1e6)] + [max(int(SLICE_MIN_S * 1e6), min(int(SLICE_S * 1e6), int(ROUND_S * 1e6) // k))
+                                       for k in range(1, 8)]
+    assert [x for x in lengths if x] == sorted(expected), lengths
+    me.close()
+
+
 @pytest.mark.slow
 def test_a_killed_head_is_passed_within_the_recovery_bound(db: Path, spawn) -> None:
     head, waiter = spawn(2)
@@ -335,7 +360,7 @@ def test_a_releaser_borrows_a_bounded_number_of_turns(db: Path, spawn) -> None:
     over (here: it is stopped)."""
     (successor,) = spawn(1)
     # Windows no scheduler misses (the slice must outlast the successor's queueing).
-    me = WriteAdmission(db, 5.0, borrow_max=5, borrow_s=0.15, slice_s=0.19)
+    me = WriteAdmission(db, 5.0, borrow_max=5, borrow_s=0.15, slice_s=0.19, round_s=1.0)
     assert _borrowed_turns(me, successor)[0] == 5
     me.close()
 
@@ -345,7 +370,7 @@ def test_a_releaser_borrows_only_within_its_slice(db: Path, spawn) -> None:
     """However many turns it may borrow, a releaser stops borrowing when its slice (from
     when it took the turn from the queue) is over: the head's wait is bounded by it."""
     (successor,) = spawn(1)
-    me = WriteAdmission(db, 5.0, borrow_max=1_000_000, borrow_s=0.15, slice_s=0.19)
+    me = WriteAdmission(db, 5.0, borrow_max=1_000_000, borrow_s=0.15, slice_s=0.19, round_s=1.0)
     quick, span = _borrowed_turns(me, successor)
     assert quick > 0 and span < 0.19
     me.close()
@@ -418,7 +443,7 @@ def _serve(db: Path, timeout_s: float, lend: bool) -> None:
     turn, append the pid to FILE or nothing for ``-``, report ``done <monotonic time>``),
     ``loop END`` (short turns until END), ``die-inside`` (take the internal mutex, half-
     append to the queue, and wait to be killed)."""
-    admission = WriteAdmission(db, timeout_s, **({"borrow_s": 0.15, "slice_s": 0.19} if lend else {}))
+    admission = WriteAdmission(db, timeout_s, **({"borrow_s": 0.15, "slice_s": 0.19, "round_s": 1.0} if lend else {}))
     print("ready", flush=True)
     for line in sys.stdin:
         command, *args = line.split()

@@ -137,3 +137,71 @@ def test_prune_spares_a_live_key_and_removes_it_once_gone(
     assert store.prune(60) == []
     _stop(child)
     assert [s.id for s in store.prune(60)] == [sid]
+
+
+# -- the judge: a few reads for the common case, the whole scan only to prove gone --------------------
+
+from agents_room.store.liveness import Judge  # noqa: E402
+
+
+def test_a_key_carried_only_by_a_child_of_the_recorded_pid_is_alive(
+    store: Store, repo: Path, key: str
+) -> None:
+    """A harness sets the key for what it spawns: the recorded pid (the harness) lacks it."""
+    parent = subprocess.Popen(["sh", "-c", f"env SOME_HARNESS_SESSION={key} sleep 60 & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while key not in Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text() + "".join(
+                Path(f"/proc/{c}/environ").read_text(errors="replace")
+                for c in Path(f"/proc/{parent.pid}/task/{parent.pid}/children").read_text().split()):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        assert key.encode() not in Path(f"/proc/{parent.pid}/environ").read_bytes()
+        store.room_join(cwd=str(repo), pid=parent.pid, harness_key=key)
+        assert [m.liveness for m in store.room_who()] == ["alive"]
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _proc_with_child(root: Path, parent: int, child: int, key: str) -> str:
+    (root / str(parent) / "task" / str(parent)).mkdir(parents=True)
+    (root / str(parent) / "environ").write_bytes(b"HOME=/x\0")
+    (root / str(parent) / "task" / str(parent) / "children").write_text(f"{child} ")
+    (root / str(child)).mkdir()
+    (root / str(child) / "environ").write_bytes(f"HOME=/x\0SESSION={key}\0".encode())
+    return str(root)
+
+
+def test_the_judge_proves_alive_from_the_pid_and_its_children_without_a_scan(tmp_path: Path, key: str) -> None:
+    import sys
+
+    module = sys.modules["agents_room.store.liveness"]
+    proc = _proc_with_child(tmp_path / "proc", 500, 501, key)
+    judge = Judge("here", 100.0, proc=proc)
+    assert judge("s1", 500, key.upper(), "here", 50.0, None) == "alive"
+    assert proc not in module._recent  # no scan was taken
+    assert judge("s2", 500, str(uuid.uuid4()), "here", 50.0, None) == "gone"  # not carried: the scan proves it
+    assert proc in module._recent and judge.proved_gone == [("s2", 50.0)]
+
+
+def test_a_recorded_gone_verdict_stands_without_a_scan_until_the_next_call(tmp_path: Path, key: str) -> None:
+    import sys
+
+    module = sys.modules["agents_room.store.liveness"]
+    proc = _fake_proc(tmp_path / "proc", {41: "other"})
+    judge = Judge("here", 100.0, proc=proc)
+    assert judge("s", 41, key, "here", 50.0, 60.0) == "gone"  # proven at 60, last call at 50
+    assert proc not in module._recent and judge.proved_gone == []  # nothing new to record
+    assert judge("s", 41, key, "here", 70.0, 60.0) == "gone"  # a call since: proven again by a scan
+    assert proc in module._recent and judge.proved_gone == [("s", 70.0)]
+
+
+def test_another_hosts_session_is_never_judged_by_this_hosts_processes(tmp_path: Path, key: str) -> None:
+    proc = _fake_proc(tmp_path / "proc", {41: key})  # its key is right here
+    judge = Judge("here", 1000.0, proc=proc)
+    assert judge("s", 41, key, "there", 1000.0 - 10, None) == "alive"  # a recent call
+    assert judge("s", 41, key, "there", 1000.0 - 500, None) == "unknown"  # quiet: not alive by our /proc
+    assert judge("s", 41, key, None, 1000.0 - 500, None) == "unknown"  # host not recorded
+    assert judge("s", 41, key, "there", 1000.0 - 500, 1000.0 - 400) == "gone"  # its host proved it
+    assert judge("s", None, key, "here", 1000.0, None) == "unknown"  # no pid recorded

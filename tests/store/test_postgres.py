@@ -170,3 +170,43 @@ def test_several_processes_opening_a_new_store_at_once_all_succeed(pg_url: str) 
     assert [o.strip() for o, _ in outs] == ["ok"] * 4, outs
     with Store.open(pg_url) as store:
         assert store.health()["schema_version"] == SCHEMA_VERSION
+
+
+# -- a host cut off: its connection fails in seconds, and the write lock it held is let go ------------
+
+def test_connections_default_to_keepalives_unless_the_url_sets_them(pg_url: str) -> None:
+    with Store.open(pg_url, busy_timeout_s=5.0) as store:
+        params = store.db.conn.info.get_parameters()
+        assert (params["keepalives"], params["keepalives_idle"], params["tcp_user_timeout"]) == ("1", "5", "10000")
+        with store.db.read() as tx:
+            assert tx.scalar("SHOW idle_in_transaction_session_timeout") == "10s"
+    with Store.open(f"{pg_url}&keepalives_idle=9&tcp_user_timeout=1234", busy_timeout_s=5.0) as store:
+        params = store.db.conn.info.get_parameters()
+        assert (params["keepalives_idle"], params["tcp_user_timeout"]) == ("9", "1234")
+
+
+_HOLDER = r"""
+import sys, time
+from agents_room.store import Store
+store = Store.open(sys.argv[1], busy_timeout_s=2.0)
+with store.db.write() as tx:
+    print("holding", flush=True)
+    time.sleep(60)  # a client stopped inside its write transaction, holding the write lock
+"""
+
+
+@pytest.mark.slow
+def test_a_client_stopped_inside_a_write_lets_the_lock_go_after_the_idle_bound(pg_url: str, repo: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, pg_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with Store.open(pg_url, busy_timeout_s=20.0) as store:
+            started = time.monotonic()
+            sid = store.room_join(cwd=str(repo), pid=None).session_id  # waits for the write lock
+            waited = time.monotonic() - started
+            assert store.lease_claim(sid, "a.txt").ok
+    finally:
+        holder.kill()
+        holder.communicate()
+    # The holder's bound is max(5 s, 2 x its 2 s busy timeout): its session ends, its lock goes.
+    assert 3.0 < waited < 15.0, waited

@@ -51,16 +51,18 @@ class RoomServer(MCPServer[State]):
 
     _schemas: dict[str, Mapping[str, Any]] | None = None
 
-    async def _schema(self, name: str) -> Mapping[str, Any] | None:
+    def _schema(self, name: str) -> Mapping[str, Any] | None:
+        """A tool's input schema, from the tool manager's own records, read once (the tools
+        are registered before the first call; a name not seen then is looked up again)."""
         if self._schemas is None or name not in self._schemas:
-            self._schemas = {t.name: t.input_schema for t in await self.list_tools()}
+            self._schemas = {t.name: t.parameters for t in self._tool_manager.list_tools()}
         return self._schemas.get(name)
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[State, Any] | None = None
     ) -> Any:
         try:
-            schema = await self._schema(name)
+            schema = self._schema(name)
             if schema is None:
                 raise InvalidArgument("name", f"no tool called {name[:64]!r}; see the tool list")
             check_arguments(name, schema, arguments)

@@ -248,11 +248,14 @@ def lease_claim(
 ) -> dict[str, Any]:
     """Claim a file before you edit it, so no other agent edits it at the same time. ok=true: it
     is yours until lease.expires_at (lease.token grows with every grant); claiming it again
-    extends it, and a sole shared holder may upgrade to exclusive. ok=false: someone else holds
-    it; `holder` says who and until when, `reason` says it in words. Do not edit it then:
-    message the holder (msg_send) or work on something else. Release it when done.
+    extends it, and a sole shared holder may upgrade to exclusive (holder is null). ok=false:
+    someone else holds it; `holder` says who and until when, `reason` says it in words. Do not
+    edit it then: message the holder (msg_send) or work on something else. Release it when done.
     Errors: unknown_session; invalid_argument: path, ttl_s or mode; store_busy (retry)."""
-    return plain(_store(ctx).lease_claim(session_id, path, ttl_s, mode))
+    claim = _store(ctx).lease_claim(session_id, path, ttl_s, mode)
+    if claim.ok:  # the store's holder of a grant is the caller's own lease: said once, as lease
+        return {"ok": True, "holder": None, "reason": claim.reason, "lease": plain(claim.lease)}
+    return plain(claim)
 
 
 def lease_renew(ctx: Context, session_id: SessionId, path: PathArg, ttl_s: LeaseTtl = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, overview, reads, rooms, sessions, wake
+from . import bounds, leases, messages, overview, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -27,14 +27,17 @@ from .errors import (
     UnknownSession,
 )
 from .leases import Claim, Lease
-from .liveness import ProcessScan, liveness, recent_scan, scan_processes
+from .hosts import host_id
+from .wakecalls import WakeCalls
+from .liveness import Judge, ProcessScan, liveness, recent_scan, scan_processes
 from .messages import Inbox, Message, Sent, SentMessage
 from .overview import Overview
 from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database, open_database
+from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database
+from .sqlite_open import open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -102,12 +105,15 @@ def _busy_timeout_from_env() -> float:
     return value
 
 
-class Store:
+class Store(WakeCalls):
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
-    def __init__(self, db: Database, location: Location) -> None:
+    def __init__(self, db: Database, location: Location, host: str | None = None) -> None:
         self.db = db
         self.location = location
+        # The host this process runs on: sessions it joins record it; liveness reads /proc
+        # for that host's sessions only (store/hosts.py).
+        self.host = host or host_id()
 
     @classmethod
     def open(
@@ -119,6 +125,7 @@ class Store:
         yet instead of creating it (commands that only look). ``verify=False`` skips
         ``quick_check`` on open: for hooks only (see open_database). Raises ``StoreError``."""
         location = where if isinstance(where, Location) else resolve(where)
+        host = host_id()  # a malformed AGENTS_ROOM_HOST_ID is refused before anything is opened
         if busy_timeout_s is None:
             busy_timeout_s = _busy_timeout_from_env()
         if location.engine == "postgresql":
@@ -129,12 +136,12 @@ class Store:
                     f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
                     "install it with: pip install 'agents-room[postgres]'"
                 ) from None
-            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location)
+            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location, host)
         if not create and not location.path.exists():
             raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
                              "is created when the first agent joins: check the location if you expected one here")
         return cls(open_database(location.path, clock or Clock(), busy_timeout_s, verify=verify, create=create),
-                   location)
+                   location, host)
 
     @property
     def path(self) -> str:
@@ -194,6 +201,7 @@ class Store:
             return sessions.join(
                 tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=pid, harness=harness, harness_key=harness_key,
                 room=room, extra_rooms=extra, label=label, tags=tags, autonomy=autonomy, wake_lever=wake_lever,
+                host=self.host,
             )
 
     def room_leave(self, session_id: Any) -> None:
@@ -208,19 +216,22 @@ class Store:
 
     def room_who(self, session_id: Any = None, room: Any = None, *, scan: ProcessScan | None = None) -> list[Member]:
         """Sessions with liveness: of ``room``, else of the caller's rooms, else all. Liveness
-        comes from a process scan at most ``liveness.SCAN_CACHE_S`` old."""
+        as this host sees it (liveness.Judge; ``scan`` given: this host's verdicts from it)."""
         room = None if room is None else bounds.room(room)
         with self.db.read() as tx:
             me = None if session_id is None else self._session(tx, session_id, touch=False)
-            found = rooms.who(tx, used := scan or recent_scan(), room, me)
-        doubt = max((m.last_seen for m in found if m.liveness == "gone"), default=None)
-        if scan is None and doubt is not None and doubt >= used.taken_at:
-            # the cached scan predates a "gone" session's last call: it proves nothing
-            with self.db.read() as tx:
-                found = rooms.who(tx, recent_scan(fresh_after=doubt), room, me)
+            judge = Judge(self.host, tx.now, scan)
+            found = rooms.who(tx, judge, room, me)
+        self._record_gone(judge)
         if me:
             self._touch_if_stale(me, tx.now)
         return found
+
+    def _record_gone(self, judge: Judge) -> None:
+        """Best effort, like a touch: what this host proved gone, for the other hosts to see."""
+        if judge.proved_gone:
+            with contextlib.suppress(StoreBusy), self.db.write() as tx:
+                rooms.record_gone(tx, judge.proved_gone)
 
     def room_set_autonomy_cap(self, autonomy: Any, session_id: Any = None, room: Any = None) -> tuple[str, str]:
         """Cap a room's autonomy (default: the caller's repo room); members above are lowered."""
@@ -235,12 +246,13 @@ class Store:
             return target, autonomy
 
     def prune(self, quiet_s: Any, *, scan: ProcessScan | None = None, dry_run: bool = False) -> list[Session]:
-        """Remove sessions quiet longer than ``quiet_s`` whose agent is gone (``dry_run``: only
-        say which, in a read transaction). Always a fresh process scan: gone must be proven."""
+        """Remove sessions quiet longer than ``quiet_s`` whose agent is proven gone (``dry_run``:
+        only say which, in a read transaction). This host's: by a fresh process scan; another
+        host's: only when its own host proved it gone after its last call (store/hosts.py)."""
         quiet = sessions.check_quiet(quiet_s)
         scan = scan or scan_processes()
         with self.db.read() if dry_run else self.db.write() as tx:
-            gone = sessions.prune_candidates(tx, quiet, scan)
+            gone = sessions.prune_candidates(tx, quiet, Judge(self.host, tx.now, scan))
             for s in () if dry_run else gone:
                 rooms.leave(tx, s, reason="prune")
             return gone
@@ -357,79 +369,13 @@ class Store:
         self._touch_if_stale(me, tx.now)
         return drift
 
-    # -- hooks and wake levers (the rules are in store/wake.py) -----------------------------------
-
-    def hook_session(self, harness_keys: list[str], pids: list[int] | None = None) -> Session | None:
-        """The live session a harness event belongs to: by harness key (first that matches),
-        else by the harness pid (nearest of ``pids`` first). None when nothing matches."""
-        with self.db.read() as tx:
-            for key in harness_keys:
-                found = wake.session_for_key(tx, key)
-                if found:
-                    return found
-            return wake.session_for_pids(tx, pids or [])
-
-    def hook_event(self, session_id: str, *, announce: bool) -> list[Pending]:
-        """A hook of ``session_id`` runs, so the session is taking a turn: its ``offered``
-        deliveries become ``accepted``; with ``announce``, its unannounced mail is returned
-        and marked announced. A read-only probe first: nothing new costs no write lock."""
-        with self.db.read() as tx:
-            if not (wake.has_news(tx, session_id) if announce else wake.has_offers(tx, session_id)):
-                return []
-        with self.db.write() as tx:
-            wake.mark_accepted(tx, session_id)
-            return wake.announce(tx, session_id) if announce else []
-
-    def wake_offers(
-        self, *, session_id: str | None = None, lever: str | None = None, retry_s: float = RETRY_WINDOW_S
-    ) -> list[Offer]:
-        """Deliveries a wake lever should signal now (read-only)."""
-        with self.db.read() as tx:
-            return wake.offers(tx, session_id=session_id, lever=lever, retry_s=retry_s)
-
-    def wake_signalled(
-        self, session_id: str, message_ids: list[int], lever: str, accepted: bool | None,
-        retry_s: float = RETRY_WINDOW_S,
-    ) -> list[int]:
-        """Record a wake signal and what the lever said: ``stored → offered`` (or a retry of
-        ``offered``), then ``→ accepted`` in the same transaction when the lever confirmed it.
-        Returns the ids signalled."""
-        with self.db.write() as tx:
-            done = wake.mark_offered(tx, session_id, message_ids, lever, retry_s)
-            if accepted:
-                wake.mark_accepted(tx, session_id, done)
-            return done
-
-    def wake_accepted(self, session_id: str, message_ids: list[int]) -> list[int]:
-        """``offered → accepted``: the lever confirmed the harness took the signal."""
-        with self.db.write() as tx:
-            return wake.mark_accepted(tx, session_id, message_ids)
-
-    def wake_undeliverable(self, session_id: str, message_ids: list[int]) -> list[int]:
-        """``stored → undeliverable``: the session's wake lever does not exist here."""
-        with self.db.write() as tx:
-            return wake.mark_undeliverable(tx, session_id, message_ids)
-
-    def wake_confirm(self, session_id: str) -> list[int]:
-        """``offered → accepted`` for offers the session acted on since (a later tool call)."""
-        with self.db.read() as tx:
-            if not wake.has_offers(tx, session_id):
-                return []
-        with self.db.write() as tx:
-            return wake.confirm_by_activity(tx, session_id)
-
-    def last_seq(self) -> int:
-        """The newest event's seq: pollers skip their query while it stays the same."""
-        with self.db.read() as tx:
-            return wake.last_seq(tx)
-
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
         """Everything a live view shows (store/overview.py), of ``room`` or of every room, with
         the lease history of the last ``window_s`` seconds: one read transaction, and never a
         write (no ``last_seen`` touch, no lease sweep), so watching costs writers nothing."""
         room = None if room is None else bounds.room(room)
         with self.db.read() as tx:
-            return overview.snapshot(tx, recent_scan(), lambda after: recent_scan(fresh_after=after), room, window_s)
+            return overview.snapshot(tx, Judge(self.host, tx.now), room, window_s)
 
     # -- operations ---------------------------------------------------------------------------------
 
@@ -443,7 +389,12 @@ class Store:
         return [Event(seq, at, sid, kind, path, json.loads(payload)) for seq, at, sid, kind, path, payload in rows]
 
     def health(self) -> dict[str, Any]:
-        return self.db.health()
+        """The engine's health, this process's host id, and the live sessions of each host
+        (``None``: a session joined before hosts were recorded)."""
+        health = self.db.health()
+        with self.db.read() as tx:
+            hosts = tx.all("SELECT host, count(*) FROM sessions WHERE left_at IS NULL GROUP BY host ORDER BY 2 DESC, 1")
+        return {**health, "host": self.host, "sessions_by_host": [[h, n] for h, n in hosts]}
 
     def integrity_check(self) -> str:
         return self.db.integrity_check()

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 # the order that keeps insertion order (sessions: the order room_who breaks ties by).
 TABLES: tuple[tuple[str, str, str], ...] = (
     ("sessions", "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, "
-     "left_at", "{insertion}"),
+     "left_at, host, gone_at", "{insertion}"),
     ("session_tags", "tag, session_id", "tag, session_id"),
     ("memberships", "session_id, room, joined_at", "session_id, room"),
     ("room_caps", "room, autonomy", "room"),

@@ -90,3 +90,110 @@ def liveness(pid: int | None, harness_key: str | None, scan: ProcessScan) -> Liv
     if harness_key:
         return "alive" if harness_key.lower() in scan.keys else "gone"
     return "alive" if pid in scan.pids else "gone"
+
+
+_ENVIRON_READ = 1 << 16
+# Alive proofs of this process, (proc, pid, key) -> monotonic time: reused for SCAN_CACHE_S, as
+# a scan is (a process that exits shows as gone at most this much later).
+_proven: dict[tuple[str, int, str], float] = {}
+
+
+def _environ(proc: str, pid: int | str) -> bytes:
+    """A process's environment, lowercased; empty when it is gone or not ours to read. Raw
+    ``os.open``/``os.read``: this runs once per session of a ``room_who``."""
+    try:
+        fd = os.open(f"{proc}/{pid}/environ", os.O_RDONLY)
+    except OSError:
+        return b""
+    try:
+        data = os.read(fd, _ENVIRON_READ)
+        if len(data) == _ENVIRON_READ:  # rare: a larger environment, read to its end
+            chunks = [data]
+            while chunk := os.read(fd, _ENVIRON_READ):
+                chunks.append(chunk)
+            data = b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+    return data.lower()
+
+
+def _has_key(environ: bytes, key: bytes) -> bool:
+    return (b"=" + key + b"\0") in environ or environ.endswith(b"=" + key)
+
+
+def _carries(proc: str, pid: int, key: bytes) -> bool:
+    """Does ``pid`` or one of its children carry ``key`` in its environment? A few small
+    reads instead of the whole scan: enough to prove alive (never gone). The process itself
+    first (one read), then its children (a harness sets the key for what it spawns)."""
+    if _has_key(_environ(proc, pid), key):
+        return True
+    try:
+        tasks = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return False  # gone (or not ours)
+    for task in tasks:
+        try:
+            with open(f"{proc}/{pid}/task/{task}/children", "rb") as fh:
+                children = fh.read().split()
+        except OSError:
+            continue
+        if any(_has_key(_environ(proc, int(child)), key) for child in children):
+            return True
+    return False
+
+
+class Judge:
+    """Liveness as this host sees it, one session at a time, reading as little as it can.
+
+    A session of another host (store/hosts.py) is judged from the store: ``gone`` when its
+    own host proved it gone after its last call, ``alive`` after a recent call, else
+    ``unknown``. A session of this host by its processes: no pid, ``unknown``; a pid without a
+    key, whether that pid exists; a key carried by the recorded pid or one of its children,
+    ``alive`` (a few reads); otherwise a scan of every process begun after the session's last
+    call, unless this host already proved it gone since (``gone_at``), which stands until
+    the session's next call. ``scan`` given: every local verdict comes from it (``prune``
+    passes a fresh one). ``proved_gone`` collects the sessions a scan found gone whose
+    verdict the store does not hold yet, for the caller to record."""
+
+    def __init__(self, here: str, now: float, scan: ProcessScan | None = None, proc: str = "/proc") -> None:
+        self.here, self.now, self.scan, self.proc = here, now, scan, proc
+        self.proved_gone: list[tuple[str, float]] = []
+
+    def __call__(self, session_id: str, pid: int | None, harness_key: str | None, host: str | None,
+                 last_seen: float, gone_at: float | None) -> Liveness:
+        if pid is None:
+            return "unknown"
+        if host != self.here:
+            from .hosts import ALIVE_WITHIN_S
+
+            if gone_at is not None and gone_at >= last_seen:
+                return "gone"
+            return "alive" if self.now - last_seen <= ALIVE_WITHIN_S else "unknown"
+        if self.scan is not None:
+            found = liveness(pid, harness_key, self.scan)
+        elif not harness_key:
+            found = "alive" if os.path.exists(f"{self.proc}/{pid}") else "gone"
+        elif self._alive(pid, harness_key):
+            return "alive"
+        elif gone_at is not None and gone_at >= last_seen:
+            return "gone"
+        else:
+            found = liveness(pid, harness_key, recent_scan(self.proc, fresh_after=last_seen))
+        if found == "gone" and (gone_at is None or gone_at < last_seen):
+            self.proved_gone.append((session_id, last_seen))
+        return found
+
+    def _alive(self, pid: int, harness_key: str) -> bool:
+        cached = (self.proc, pid, harness_key)
+        at = _proven.get(cached)
+        if at is not None and time.monotonic() - at < SCAN_CACHE_S:
+            return True
+        if not _carries(self.proc, pid, harness_key.lower().encode()):
+            return False
+        if len(_proven) > 4096:  # sessions come and go: forget the oldest proofs
+            _proven.clear()
+        _proven[cached] = time.monotonic()
+        return True
+

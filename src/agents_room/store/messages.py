@@ -143,6 +143,7 @@ def send(
             "INSERT INTO deliveries (recipient, message_id, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
             [(sid, mid, states[sid], tx.now, tx.now) for sid in recipients],
         )
+    tx.notify_mail(recipients)  # PostgreSQL: waiters are told at commit (store/mailwait.py)
     tx.event("send", sender.id, message_id=mid, selector=to, subject=subject, rooms=rooms, recipients=states,
              ttl_s=ttl_s, expires_at=expires_at)
     warning = None if recipients else f"selector {to!r} matched nobody: the message is stored with 0 recipients"

@@ -2,20 +2,19 @@
 their recent history, messages with each recipient's delivery state, recent events), read
 in one transaction. Read-only: it never sweeps, never touches ``last_seen``.
 
-Portable SQL with ``?`` placeholders only: the same queries run on every backend. The one
-optional column (``sessions.host``, from backends that serve several hosts) is found from
-the cursor's description, not from a catalogue query.
+Portable SQL with ``?`` placeholders only: the same queries run on every backend. The host
+column (``sessions.host``, schema 2) is found from the cursor's description, not from a
+catalogue query.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .leases import Lease
-from .liveness import ProcessScan, liveness
+from .liveness import Judge
 from .messages import UNREAD, Message
 from .rooms import Member
 from .sqlite import Tx
@@ -33,7 +32,6 @@ TEXT_SHOWN = 160
 @dataclass(frozen=True)
 class MemberView(Member):
     key: str | None  # the harness key's first KEY_SHOWN characters and an ellipsis
-    host: str | None  # None when the backend records no host
     unread: int
 
 
@@ -114,14 +112,12 @@ def _in_room(column: str, room: str | None) -> tuple[str, tuple]:
     return f" AND {column} IN (SELECT session_id FROM memberships WHERE room = ?)", (room,)
 
 
-def snapshot(tx: Tx, scan: ProcessScan, rescan: Callable[[float], ProcessScan], room: str | None,
-             window_s: float) -> Overview:
+def snapshot(tx: Tx, judge: Judge, room: str | None, window_s: float) -> Overview:
     """The overview of ``room`` (None: every room) with a lease timeline of the last
-    ``window_s`` seconds. ``rescan(t)`` gives a scan begun after ``t``: asked for when the
-    given scan is older than a session it would call gone."""
+    ``window_s`` seconds; liveness as ``judge`` sees it from this host."""
     now = tx.now
     seq = tx.scalar("SELECT coalesce(max(seq), 0) FROM events")
-    members = _members(tx, scan, rescan, room)
+    members = _members(tx, judge, room)
     return Overview(
         now, seq, room, window_s, any(m.host is not None for m in members) or _has_host(tx),
         _rooms(tx), members, _leases(tx, room), _spans(tx, room, now, window_s, seq),
@@ -142,7 +138,7 @@ def _rooms(tx: Tx) -> list[RoomView]:
     return [RoomView(name, caps.get(name), counts.get(name, 0)) for name in sorted(counts.keys() | caps.keys())]
 
 
-def _members(tx: Tx, scan: ProcessScan, rescan: Callable[[float], ProcessScan], room: str | None) -> list[MemberView]:
+def _members(tx: Tx, judge: Judge, room: str | None) -> list[MemberView]:
     where, params = _in_room("id", room)
     cur = tx.execute(f"SELECT * FROM sessions WHERE left_at IS NULL{where} ORDER BY created_at, id", params)
     names = [d[0] for d in cur.description]
@@ -156,13 +152,11 @@ def _members(tx: Tx, scan: ProcessScan, rescan: Callable[[float], ProcessScan], 
         "GROUP BY d.recipient",
         (*UNREAD, tx.now),
     ))
-    doubt = [r["last_seen"] for r in rows if liveness(r["pid"], r["harness_key"], scan) == "gone"]
-    if doubt and max(doubt) >= scan.taken_at:
-        scan = rescan(max(doubt))
     return [
         MemberView(
             r["id"], r["label"], r["harness"], r["cwd"], r["pid"], rooms_of.get(r["id"], []), json.loads(r["tags"]),
-            r["autonomy"], r["last_seen"], liveness(r["pid"], r["harness_key"], scan),
+            r["autonomy"], r["last_seen"],
+            judge(r["id"], r["pid"], r["harness_key"], r.get("host"), r["last_seen"], r.get("gone_at")),
             key=short_key(r["harness_key"]), host=r.get("host"), unread=unread.get(r["id"], 0),
         )
         for r in rows

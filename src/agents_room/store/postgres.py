@@ -37,8 +37,10 @@ from .errors import RoomError, StoreBusy, StoreError
 from .location import Location
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+# NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
+MAIL_CHANNEL = "agents_room_mail_"
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
 MIGRATE_LOCK = 0x6167_726F_6F6D_0002
@@ -94,6 +96,12 @@ class Tx:
         row = self.conn.execute(_pg(sql), params or None).fetchone()
         return None if row is None else row[0]
 
+    def notify_mail(self, session_ids: list[str]) -> None:
+        """Tell each session's waiters (LISTEN on :func:`mail_channel`) at this transaction's
+        commit; nothing if it rolls back. One statement for any number of recipients."""
+        if session_ids:
+            self.conn.execute("SELECT pg_notify(%s || r, '') FROM unnest(%s::text[]) r", (MAIL_CHANNEL, session_ids))
+
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append an audit row in this transaction; returns its seq."""
         return self.conn.execute(
@@ -111,6 +119,28 @@ def _scrub(text: str, location: Location) -> str:
         if secret:
             text = text.replace(secret, "***").replace(unquote(secret), "***")
     return text
+
+
+def connect_options(location: Location, busy_timeout_s: float) -> dict[str, Any]:
+    """libpq options for a store connection, those the URL does not set itself: a connect
+    bound, and TCP keepalives with a user timeout, so a host cut off from the server mid-call
+    fails in seconds (``store_error``, then reconnects) instead of TCP's ~15 minutes of
+    retransmission. Ignored on a Unix socket."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(location.target)
+    wanted = {"connect_timeout": max(2, int(busy_timeout_s)), "keepalives": 1, "keepalives_idle": 5,
+              "keepalives_interval": 2, "keepalives_count": 3,
+              "tcp_user_timeout": int(max(4.0, 2 * busy_timeout_s) * 1000)}
+    return {k: v for k, v in wanted.items() if k not in given}
+
+
+def _idle_in_write_ms(busy_timeout_s: float) -> int:
+    """How long the server lets a session sit idle inside a transaction before it ends it.
+    Our transactions send their statements back to back, so a long gap means a client cut
+    off or stopped while it may hold the write lock that every host waits on: past the bound
+    the server ends that session and the lock goes with it."""
+    return int(max(5.0, 2 * busy_timeout_s) * 1000)
 
 
 def _translate(exc: BaseException, location: Location) -> RoomError:
@@ -182,14 +212,14 @@ class Database:
             return self.conn
         try:
             conn = psycopg.connect(self.location.target, autocommit=True,
-                                   connect_timeout=max(2, int(self.busy_timeout_s)))
+                                   **connect_options(self.location, self.busy_timeout_s))
             wait_ms = int(self.busy_timeout_s * 1000)
             # Past the bound a lock wait fails with 55P03 (StoreBusy); a statement that runs
             # far longer than any of ours is cancelled (57014, StoreBusy) and rolled back.
             # Durability is the server's (synchronous_commit as its DBA set it; docs/decisions.md):
             # a commit the store reports survives what the server promises it survives.
             conn.execute(f"SET lock_timeout = {wait_ms}; SET statement_timeout = {wait_ms * 4}; "
-                         "SET idle_in_transaction_session_timeout = 60000")
+                         f"SET idle_in_transaction_session_timeout = {_idle_in_write_ms(self.busy_timeout_s)}")
         except psycopg.Error as exc:
             words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
             raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
@@ -308,7 +338,6 @@ def _migrate(db: Database, create: bool) -> None:
         raise StoreError(f"there is no store at {db.location} (no agents-room schema); nothing was created")
     from importlib import resources
 
-    script = resources.files(__package__).joinpath("schema_pg.sql").read_text()
     with db._lock:
         conn = db._connection()
         try:
@@ -321,7 +350,12 @@ def _migrate(db: Database, create: bool) -> None:
                 if tables:
                     raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
                                      "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
-                conn.execute(script)
+                conn.execute(resources.files(__package__).joinpath("schema_pg.sql").read_text())
+            # Read again under the lock: another process may have migrated meanwhile.
+            current = int(conn.execute("SELECT value FROM agents_room_meta WHERE key = 'schema_version'")
+                          .fetchone()[0])  # type: ignore[index]
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                conn.execute(resources.files(__package__).joinpath(f"migrate_pg_{version}.sql").read_text())
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             db._rollback()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from . import bounds
 from .errors import InvalidArgument
 from .leases import release_all
-from .liveness import Liveness, ProcessScan, liveness
+from .liveness import Judge, Liveness
 from .messages import expire_unread_for
 from .sessions import COLUMNS, LEVEL, Caller, Session
 from .sqlite import Tx
@@ -49,6 +49,7 @@ class Member:
     autonomy: str
     last_seen: float
     liveness: Liveness
+    host: str | None  # the host its server runs on (store/hosts.py); None: not recorded (an old store)
 
 
 def leave(tx: Tx, session: Caller | Session, reason: str = "leave") -> list[str]:
@@ -72,8 +73,9 @@ def leave_room(tx: Tx, session: Caller, room: str) -> None:
     tx.event("leave_room", session.id, room=room, rooms=rest)
 
 
-def who(tx: Tx, scan: ProcessScan, room: str | None, session: Caller | None) -> list[Member]:
-    """Members of ``room``; else of every room ``session`` is in; else every live session."""
+def who(tx: Tx, judge: Judge, room: str | None, session: Caller | None) -> list[Member]:
+    """Members of ``room``; else of every room ``session`` is in; else every live session,
+    each with its liveness as ``judge`` sees it from this host."""
     if room is not None:
         where, params = "s.id IN (SELECT session_id FROM memberships WHERE room = ?)", (room,)
     elif session is not None:
@@ -95,7 +97,8 @@ def who(tx: Tx, scan: ProcessScan, room: str | None, session: Caller | None) -> 
         s = Session.from_row(row[:-1])
         members.append(Member(
             s.id, s.label, s.harness, s.cwd, s.pid, (row[-1] or "").split("\n") if row[-1] else [],
-            s.tags, s.autonomy, s.last_seen, liveness(s.pid, s.harness_key, scan),
+            s.tags, s.autonomy, s.last_seen, judge(s.id, s.pid, s.harness_key, s.host, s.last_seen, s.gone_at),
+            s.host,
         ))
     return members
 
@@ -131,3 +134,11 @@ def set_cap(tx: Tx, room: str, autonomy: str, by: str | None) -> list[str]:
         tx.execute("UPDATE sessions SET autonomy = ? WHERE id = ?", (autonomy, sid))
         tx.event("autonomy", sid, **{"from": old, "to": autonomy, "reason": f"cap:{room}"})
     return [sid for sid, _ in lowered]
+
+
+def record_gone(tx: Tx, proved: list[tuple[str, float]]) -> None:
+    """This host proved these sessions' agents gone (``(id, last_seen)``: a scan begun after
+    that call): say so in the store, so other hosts can say gone too. Only if the session made
+    no call since (its ``last_seen`` unchanged); a later call wins."""
+    tx.many("UPDATE sessions SET gone_at = ? WHERE id = ? AND left_at IS NULL AND last_seen = ? AND last_seen <= ?",
+            [(tx.now, sid, seen, tx.now) for sid, seen in proved])

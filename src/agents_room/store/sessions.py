@@ -12,12 +12,12 @@ from typing import Any, NamedTuple
 from . import bounds
 from .clock import iso
 from .errors import InvalidArgument, UnknownSession
-from .liveness import ProcessScan, liveness
+from .liveness import Judge
 from .sqlite import Tx
 
 LEVEL = {name: rank for rank, name in enumerate(bounds.AUTONOMY_LEVELS)}
 
-COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at"
+COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at, host, gone_at"
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,8 @@ class Session:
     created_at: float
     last_seen: float
     left_at: float | None
+    host: str | None = None  # the host id of its server (store/hosts.py); None: recorded before hosts were
+    gone_at: float | None = None  # when a check on its own host proved its agent gone
 
     @classmethod
     def from_row(cls, row: tuple) -> Session:
@@ -184,6 +186,7 @@ def join(
     tags: list[str] | None,
     autonomy: str | None,
     wake_lever: str | None,
+    host: str | None = None,
 ) -> Joined:
     """Join ``repo_room`` plus ``room`` and ``extra_rooms``. The harness key of a live
     session rejoins it: same id, rooms added, label and tags replaced when given, autonomy
@@ -201,17 +204,18 @@ def join(
     if existing is None:
         sid = os.urandom(8).hex()  # secrets.token_hex(8), without importing hmac and hashlib
         tx.execute(
-            f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL)",
-            (sid, harness or "unknown", harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now),
+            f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL, ?, NULL)",
+            (sid, harness or "unknown", harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now,
+             host),
         )
         stored_level = None
     else:
         sid = existing.id
         tx.execute(
             "UPDATE sessions SET cwd = ?, pid = coalesce(?, pid), harness = coalesce(?, harness), last_seen = ?, "
-            "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever) "
-            "WHERE id = ?",
-            (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, sid),
+            "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever), host = ?, "
+            "gone_at = NULL WHERE id = ?",
+            (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, host, sid),
         )
         stored_level = existing.autonomy
     if tags is not None:
@@ -264,15 +268,16 @@ def _decide_autonomy(
 # -- prune (leaving is rooms.leave) -----------------------------------------------------------
 
 
-def prune_candidates(tx: Tx, quiet_s: float, scan: ProcessScan) -> list[Session]:
-    """Live sessions quiet longer than ``quiet_s`` whose agent is gone (same liveness
-    function as room_who: a session whose liveness is unknown is kept)."""
+def prune_candidates(tx: Tx, quiet_s: float, judge: Judge) -> list[Session]:
+    """Live sessions quiet longer than ``quiet_s`` whose agent is proven gone (the judge of
+    room_who: unknown is kept, and so is a session of another host its own host has not
+    proven gone)."""
     rows = tx.all(
         f"SELECT {COLUMNS} FROM sessions WHERE left_at IS NULL AND last_seen < ? ORDER BY last_seen",
         (tx.now - quiet_s,),
     )
     sessions = [Session.from_row(r) for r in rows]
-    return [s for s in sessions if liveness(s.pid, s.harness_key, scan) == "gone"]
+    return [s for s in sessions if judge(s.id, s.pid, s.harness_key, s.host, s.last_seen, s.gone_at) == "gone"]
 
 
 def check_quiet(quiet_s: Any) -> float:

@@ -43,7 +43,10 @@ _MAGIC, _VERSION = 0x33515241, 3  # "ARQ3"
 _SIZE = 64 + SLOTS * 64  # a 64-byte header, then one 64-byte record per participant
 # Word indexes into the mapping's ``w`` (32-bit) and ``q`` (64-bit, names ending ``_Q``)
 # views. Header, the queue's fields (changed under the mutex):
-_MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _SEQ_Q = 0, 1, 2, 3, 4, 3
+# ``_WAITERS`` counts the queue: a hint for sizing slices, which processes of an older
+# agents-room (same layout, the word unused) do not keep; it is reset whenever the queue
+# empties, so a count they put off only mis-sizes slices (within their bounds) meanwhile.
+_MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _WAITERS, _SEQ_Q = 0, 1, 2, 3, 4, 5, 3
 # … turn fields (written only by the turn's holder): holder slot (| _BORROWED), turns taken,
 # when (µs, modulo 2**32) the holder's slice began, and the lending of the slice: who lent
 # it, borrows since, when the last of its turns was released.
@@ -51,8 +54,10 @@ _HOLDER, _SLICE_W, _TICKET_Q, _GRANTER, _BORROWS, _RELEASED_Q = 8, 9, 5, 12, 13,
 _BORROWED = 1 << 31
 # Record of participant i: from word 16 * i (of w) / 8 * i (of q). The futex word, state,
 # links, arrival number, pid, and whether it sleeps only until a lent slice's gap ends (so a
-# releaser lending its slice need not wake it).
-_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _DEFERS = 0, 1, 2, 3, 2, 6, 7
+# releaser lending its slice need not wake it); and, written by the participant while it
+# holds the turn, the length (µs) of the slice it opened last (0 from an older agents-room:
+# the reader's own longest slice then).
+_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _DEFERS, _SLICE_US = 0, 1, 2, 3, 2, 6, 7, 8
 _MUTEX, _LIVE = 0, 1 << 20  # OFD lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
@@ -154,6 +159,7 @@ class SideFile:
             w[16 * nxt + _PREV] = me
         else:
             w[_TAIL] = me
+        w[_WAITERS] = w[_WAITERS] + 1 if head else 1
 
     def _unlink_locked(self, slot: int, state: int) -> int:
         """Take ``slot`` out of the queue (if in it) and set its state. Returns the new head
@@ -172,6 +178,7 @@ class SideFile:
         else:
             w[_TAIL] = prev
         w[at + _STATE], w[at + _PREV], w[at + _NEXT], w[at + _DEFERS] = state, 0, 0, 0
+        w[_WAITERS] = max(w[_WAITERS] - 1, 0) if w[_HEAD] else 0
         return nxt if prev == 0 else 0
 
     def _rebuild_locked(self) -> None:
@@ -191,6 +198,7 @@ class SideFile:
             w[16 * slot + _NEXT] = order[i + 1] if i + 1 < len(order) else 0
         q[_SEQ_Q] = max([q[_SEQ_Q]] + [seq for seq, _ in queued])
         w[_HEAD], w[_TAIL] = (order[0], order[-1]) if order else (0, 0)
+        w[_WAITERS] = len(order)
 
     # -- primitives --------------------------------------------------------------------------
 

@@ -9,7 +9,10 @@
   look at the head: a dead head is removed, and a live one that leaves the turn free for
   ``GRACE_S`` (stopped) is passed over; it re-queues at the front when it runs again.
 - the slice: a holder that releases the turn while others queue lends the rest of its slice
-  to itself, so it may take the turn back (borrow) a few times before the head's turn.
+  to itself, so it may take the turn back (borrow) a few times before the head's turn. Its
+  length is set when it opens, from how many wait then: ``round_s`` shared among them,
+  within ``[slice_min_s, slice_s]`` (few waiters: long slices, few hand-overs; many: a round
+  of the queue stays about ``round_s``).
 
 Linux only: :data:`SUPPORTED` (from :mod:`.sidefile`) says whether this machine qualifies.
 """
@@ -33,9 +36,11 @@ from .sidefile import (
     _NEXT,
     _PID,
     _RELEASED_Q,
+    _SLICE_US,
     _SLICE_W,
     _STATE,
     _TICKET_Q,
+    _WAITERS,
     _WAKE,
     IDLE,
     PASSED,
@@ -59,8 +64,10 @@ class TurnQueue(SideFile):
     """One participant's handle on the turn. Methods named ``_…_locked`` (of
     :class:`.sidefile.SideFile`) run with the mutex held, after ``_begin`` set ``dirty``."""
 
-    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float, slice_s: float) -> None:
+    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float, slice_s: float,
+                 slice_min_s: float, round_s: float) -> None:
         self.borrow_max, self.borrow_ns, self.slice_us = borrow_max, int(borrow_s * 1e9), int(slice_s * 1e6)
+        self.slice_min_us, self.round_us = min(int(slice_min_s * 1e6), self.slice_us), int(round_s * 1e6)
         self.ticket = 0
         self.holding = False
         super().__init__(path, timeout_s)
@@ -115,6 +122,9 @@ class TurnQueue(SideFile):
             w[_HOLDER] = self.me
             w[_GRANTER] = 0  # a new slice: the last one's lending is over
             w[_SLICE_W] = (time.monotonic_ns() // 1000) & 0xFFFFFFFF
+            waiters = w[_WAITERS]
+            w[self.rec + _SLICE_US] = (max(self.slice_min_us, min(self.slice_us, self.round_us // waiters))
+                                       if waiters else self.slice_us)
         self.holding = True
 
     def leave(self) -> None:
@@ -145,15 +155,16 @@ class TurnQueue(SideFile):
         return self.w[_GRANTER] == self.me and self._lent_until() > 0
 
     def _lent_until(self) -> int:
-        """While the last holder's slice is open (it began less than ``slice_s`` ago, it has
+        """While the last holder's slice is open (it began less than its length ago, it has
         borrowed fewer than ``borrow_max`` turns, and its last release was less than
         ``borrow_s`` ago), the monotonic ns when its lending ends; else 0. Read without the
         mutex: a hint, never a lock (flock alone makes turns exclusive)."""
         w = self.w
-        if not w[_GRANTER] or w[_BORROWS] >= self.borrow_max:
+        granter = w[_GRANTER]
+        if not granter or w[_BORROWS] >= self.borrow_max:
             return 0
         now = time.monotonic_ns()
-        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= self.slice_us:
+        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= (w[16 * granter + _SLICE_US] or self.slice_us):
             return 0
         until = self.q[_RELEASED_Q] + self.borrow_ns
         return until if now < until else 0

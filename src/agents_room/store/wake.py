@@ -19,6 +19,7 @@ or a tool call of the session after the offer (``last_seen > offered_at``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .messages import advance
 from .sessions import COLUMNS, Session
@@ -84,6 +85,27 @@ def session_for_pids(tx: Tx, pids: list[int], harness: str | None = None) -> Ses
 def session_by_id(tx: Tx, session_id: str) -> Session | None:
     row = tx.one(f"SELECT {COLUMNS} FROM sessions WHERE id = ? AND left_at IS NULL", (session_id,))
     return Session.from_row(row) if row else None
+
+
+def hook_session(db: Any, harness_keys: list[str], pids: list[int] | None = None) -> Session | None:
+    """``Store.hook_session`` on the store's ``Database`` (the hook's news path opens only that)."""
+    with db.read() as tx:
+        for key in harness_keys:
+            found = session_for_key(tx, key)
+            if found:
+                return found
+        return session_for_pids(tx, pids or [])
+
+
+def hook_event(db: Any, session_id: str, *, tell: bool) -> list[Pending]:
+    """``Store.hook_event`` on the store's ``Database``: offers become accepted; with ``tell``,
+    the unannounced mail is returned and marked announced. A read-only probe first."""
+    with db.read() as tx:
+        if not (has_news(tx, session_id) if tell else has_offers(tx, session_id)):
+            return []
+    with db.write() as tx:
+        mark_accepted(tx, session_id)
+        return announce(tx, session_id) if tell else []
 
 
 # -- what the session has not been told -------------------------------------------------------------

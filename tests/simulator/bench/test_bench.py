@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.bench.bench import OPS, cell_of
+from sim.bench.bench import OPS, STORE_OPS, cell_of
 from sim.bench.report import _round_ratio
 from sim.bench.sweep import at_point, knee, parse_sweep
 from sim.scenario.scenario import ScenarioError, load
@@ -33,8 +33,8 @@ def test_bench_measures_every_cell(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr + done.stdout[-3000:]
     data = json.loads((out / "bench.json").read_text())
 
-    expected = {("raw", op, 2) for op in ("lease_claim", "msg_send")} | {("store", op, 2) for op in OPS}
-    expected |= {("bare", "lease_claim", 1)} | {("serve", op, 1) for op in OPS}
+    expected = {("raw", op, 2) for op in ("lease_claim", "msg_send")} | {("store", op, 2) for op in STORE_OPS}
+    expected |= {("bare", op, 1) for op in ("lease_claim", "lease_pair")} | {("serve", op, 1) for op in OPS}
     cells = {(c["kind"], c["op"], c["procs"]): c for c in data["cells"]}
     assert set(cells) == expected and len(data["cells"]) == len(expected)
     for key, c in cells.items():
@@ -73,6 +73,20 @@ def test_bench_measures_every_cell(tmp_path: Path) -> None:
         assert hook[path]["runs"] == 3 and 0 < hook[path]["wall_min_ms"] <= hook[path]["wall_median_ms"]
     assert hook["quiet"]["cpu_median_ms"] > 0
     assert targets["the installed hook command, wall from process start (median, quiet)"]["value"] == hook["quiet"]["wall_median_ms"]
+
+    issue19 = data["issue19"]  # the five targets of the second pass, in the issue's order
+    assert [t["target"].split(",")[0] for t in issue19] == [
+        "serve ÷ bare MCP server", "16 writers", "the hook with news", "room_who p99",
+        "an admission side file of another layout: open"]
+    assert issue19[0]["met"] is None and issue19[1]["met"] is None  # 1 agent and 2 processes: not the targets' counts
+    assert ratios[("serve/bare", "lease_pair", 1)] > 0  # but the pair was measured, both sides
+    assert issue19[2]["value"] == hook["news"]["wall_median_ms"] and issue19[2]["met"] == (
+        hook["news"]["wall_median_ms"] <= 50 and hook["quiet"]["wall_median_ms"] <= 50)
+    who = data["who"]  # the pg-hosts stream's sim.bench.who, 64 sessions of real processes
+    assert who["sessions"] == 64 and issue19[3]["value"] == who["p99_ms"] > 0
+    assert issue19[3]["met"] == (who["p99_ms"] <= 20)
+    assert issue19[4]["met"] is True and data["upgrade"]["met"] is True
+    assert "issue 19's targets" in done.stdout and "not measured" in done.stdout
 
     for kind, op, n in expected:  # the printed table has every cell
         rows = [[x.strip() for x in line.split("│")][1:4] for line in done.stdout.splitlines() if "│" in line]

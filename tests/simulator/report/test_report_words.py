@@ -21,8 +21,10 @@ from sim.check.history import read
 from sim.check.operation import Op
 from sim.faults.report import info_settled
 from sim.report import plots
-from sim.report.writer import _fault_lines, markdown
+from sim.report.terminal import print_summary
+from sim.report.writer import _fault_lines, host_drivers, markdown
 from sim.run.drivers import STORE_FACTORY_ENV
+from sim.scenario.scenario import load
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -78,6 +80,27 @@ def test_fail_and_info_are_defined_and_expected_errors_explained(data: dict[str,
     assert "- msg_send `unknown_session`: sends to a session that had already left" in text
     assert "by design of the scenario" in text
     assert "store `shipped` (this checkout's own agents-room store)" in text
+
+
+def test_each_hosts_driver_is_taken_from_the_scenario() -> None:
+    assert host_drivers(load(ROOT / "scenarios" / "multi-host.toml")) == {"h0": "direct", "h1": "mcp", "h2": "http"}
+    assert host_drivers(load(ROOT / "scenarios" / "two-hosts.toml")) == {"h0": "direct", "h1": "direct"}
+    assert host_drivers(load(ROOT / "scenarios" / "smoke.toml")) == {}
+
+
+@pytest.mark.slow
+def test_the_first_line_names_each_hosts_driver(data: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    assert data["run"]["drivers"] == {}  # no [hosts]: the one [run] driver
+    assert "agents, direct driver, store" in markdown(data).splitlines()[2]
+    d = copy.deepcopy(data)
+    d["run"]["drivers"] = {"h0": "direct", "h1": "mcp", "h2": "http"}
+    first = markdown(d).splitlines()[2]
+    assert f"{d['run']['agents']} agents on 3 hosts, drivers h0=direct h1=mcp h2=http, store" in first, first
+    console = Console(record=True, width=200)
+    print_summary(d, console)
+    assert "agents, drivers h0=direct h1=mcp h2=http, store" in console.export_text()
 
 
 def test_the_fault_sentence_adds_up_to_every_info_op() -> None:

@@ -29,7 +29,9 @@ def sim_run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproc
                           capture_output=True, timeout=120, env=child)
 
 
-def check_run(out: Path, driver: str) -> None:
+def check_run(out: Path, driver: str, store: str | None = None) -> None:
+    """A valid smoke run whose report agrees with its history and with the events of its
+    store (``store``: the --store it ran against; default the fresh file under ``out``)."""
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "valid", report["violations"] or report["invariants"].get("unknown_because")
     assert report["run"]["driver"] == driver and report["run"]["drained"] is True
@@ -53,8 +55,8 @@ def check_run(out: Path, driver: str) -> None:
     for f in ("lease_claim", "lease_release", "msg_send", "msg_recv", "note_read", "edit", "drift_check", "room_who"):
         assert ok[f] > 0, f"no successful {f} in a smoke run"
 
-    with Store.open(out / "store" / "room.db") as store:
-        events = store.events(0, 1_000_000)
+    with Store.open(store or out / "store" / "room.db") as opened:
+        events = opened.events(0, 1_000_000)
     kinds = Counter(e.kind for e in events)
     assert report["run"]["events"] == len(events)
     grants = [d for i, d in done if i["f"] == "lease_claim" and d["type"] == "ok" and d["value"]["ok"]]

@@ -1,0 +1,123 @@
+"""``sim bench --store postgresql://...``: the store on SQLite, the store on PostgreSQL and
+PostgreSQL's raw ceiling (``sim.bench.raw_pg``: the store's statements and lock through bare
+psycopg), side by side at each process count, their windows alternating round by round.
+
+| kind | what a worker is | operations |
+|---|---|---|
+| ``store`` | the store on a fresh SQLite file | the store's five |
+| ``store-pg`` | the store on a fresh schema of the given database | the store's five |
+| ``raw-pg`` | bare psycopg on a fresh schema (made by the store) | lease_claim |
+
+Each group gets its own schema (``CREATE SCHEMA``, dropped at the end), so the database must
+let the URL's role create schemas, and take ``2 x procs`` connections at once besides its
+others (64 processes: 128; PostgreSQL's default ``max_connections`` is 100).
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from typing import Any
+
+STORE_OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
+KIND_OPS = {"store-pg": STORE_OPS, "raw-pg": ("lease_claim",)}
+KINDS = ("store", "store-pg", "raw-pg")
+
+
+def refuse(url: str | None) -> str | None:
+    """Why ``--store`` cannot be benched (one line), else None (no ``--store`` at all too)."""
+    if url is None:
+        return None
+    from agents_room.store import StoreError
+    from agents_room.store.location import redact, resolve
+
+    try:
+        where = resolve(url, source="--store")
+    except StoreError as exc:
+        return exc.text
+    if where.engine != "postgresql":
+        return f"--store {url}: sim bench compares the engines, give a postgresql:// URL (SQLite is benched anyway)"
+    if "options=" in url:
+        return f"--store {redact(url)}: no options= please; sim bench makes a schema per group and sets search_path"
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            conn.execute("SELECT 1")
+    except ImportError:
+        return "--store: PostgreSQL needs psycopg: pip install 'agents-room[postgres]'"
+    except psycopg.Error as exc:
+        words = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return f"--store {redact(url)}: cannot connect: {words.replace(url, redact(url))}"
+    return None
+
+
+def new_schema(url: str, kind: str, procs: int) -> tuple[str, str] | None:
+    """For a PostgreSQL kind, a fresh schema of the database ``url`` names: (the store URL
+    whose search_path is that schema, the schema's name); None for the other kinds."""
+    if kind not in KIND_OPS:
+        return None
+    import psycopg
+
+    name = f"bench_{kind.replace('-', '_')}_{procs}_{secrets.token_hex(4)}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {name}")
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}", name
+
+
+def drop_schema(url: str, name: str | None) -> None:
+    if name is None:
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def plan(procs: tuple[int, ...], ops: tuple[str, ...]) -> list[list[tuple[str, int]]]:
+    """The three kinds at each process count (those that have an operation of ``ops``)."""
+    kind_ops = {"store": STORE_OPS, **KIND_OPS}
+    return [[(k, n) for k in KINDS if set(kind_ops[k]) & set(ops)] for n in procs]
+
+
+def table(cells: list[dict[str, Any]], op: str = "lease_claim") -> list[dict[str, Any]]:
+    """The closing table: per process count, ``op``'s throughput and p99 for each kind, and
+    the PostgreSQL store over its raw ceiling."""
+    rows = []
+    for n in sorted({c["procs"] for c in cells if c["kind"] in KINDS and c["op"] == op}):
+        row: dict[str, Any] = {"procs": n}
+        for kind in KINDS:
+            c = next((c for c in cells if (c["kind"], c["op"], c["procs"]) == (kind, op, n)), None)
+            row[kind] = None if c is None else {"per_s": c["per_s"], "p99_ms": c["p99_ms"], "errors": c["errors"]}
+        pg, raw = row["store-pg"], row["raw-pg"]
+        row["pg_store_over_raw"] = pg["per_s"] / raw["per_s"] if pg and raw and raw["per_s"] else None
+        rows.append(row)
+    return rows
+
+
+def print_table(console: Any, data: dict[str, Any], op: str = "lease_claim") -> None:
+    """The closing table of a ``--store`` run (nothing without one)."""
+    from rich.table import Table
+
+    rows, machine = data.get("engines"), data["machine"]
+    if not rows:
+        return
+    t = Table(title=f"{op}: SQLite store, PostgreSQL store, PostgreSQL raw (one run; 1-min load "
+                    f"{machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after)")
+    t.add_column("procs", justify="right")
+    for kind in KINDS:
+        t.add_column(f"{kind} /s", justify="right")
+        t.add_column(f"{kind} p99 ms", justify="right")
+    t.add_column("pg store / raw", justify="right")
+    for r in rows:
+        cols = []
+        for kind in KINDS:
+            c = r[kind]
+            cols += ["—", "—"] if c is None else [f"{c['per_s']:,.0f}", _ms(c["p99_ms"])]
+        ratio = r["pg_store_over_raw"]
+        t.add_row(str(r["procs"]), *cols, "—" if ratio is None else f"{ratio:.2f}")
+    console.print(t)
+
+
+def _ms(x: float) -> str:
+    return "—" if x is None or math.isnan(x) else f"{x:.2f}"
