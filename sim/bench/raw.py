@@ -31,6 +31,17 @@ def connect(db: str) -> sqlite3.Connection:
     return conn
 
 
+def _touch_and_sweep(conn: sqlite3.Connection, now: float, sid: str) -> None:
+    """What every store write begins with: touch the caller's session, sweep expired leases
+    (an event each)."""
+    conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
+                 "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
+    for p, holder, m, token, expires_at in conn.execute(
+        "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (now,)
+    ).fetchall():
+        _event(conn, now, holder, "lease_expire", p, mode=m, token=token, expires_at=expires_at)
+
+
 def _event(conn: sqlite3.Connection, now: float, sid: str | None, kind: str, path: str | None, **payload: object) -> int:
     cur = conn.execute(
         "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
@@ -68,12 +79,7 @@ class RawRoom:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
-                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
-            for p, holder, m, token, expires_at in conn.execute(
-                "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (now,)
-            ).fetchall():
-                _event(conn, now, holder, "lease_expire", p, mode=m, token=token, expires_at=expires_at)
+            _touch_and_sweep(conn, now, sid)
             holders = conn.execute(
                 "SELECT l.session_id, l.mode, l.expires_at FROM leases l JOIN sessions s ON s.id = l.session_id "
                 "WHERE l.path = ? AND l.expires_at > ? ORDER BY l.mode, l.token", (path, now),
@@ -106,12 +112,7 @@ class RawRoom:
         now = time.time()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL "
-                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
-            for p, holder, m, token, expires_at in conn.execute(
-                "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (now,)
-            ).fetchall():
-                _event(conn, now, holder, "lease_expire", p, mode=m, token=token, expires_at=expires_at)
+            _touch_and_sweep(conn, now, sid)
             row = conn.execute("DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token",
                                (path, sid)).fetchone()
             if row is None:

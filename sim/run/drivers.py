@@ -197,14 +197,19 @@ class McpDriver:
     name = "mcp"
 
     def __init__(self, cwd: str, env: dict[str, str], op_timeout_s: float) -> None:
-        from anyio.from_thread import start_blocking_portal
         from mcp import Client, StdioServerParameters
+
+        params = StdioServerParameters(command=serve_command(), args=["serve"], env=env, cwd=cwd)
+        self._open(Client(params, mode="legacy"), op_timeout_s)
+
+    def _open(self, client: Any, op_timeout_s: float) -> None:
+        """Enter ``client`` (an async context manager) on a portal thread of this driver's own."""
+        from anyio.from_thread import start_blocking_portal
 
         self.op_timeout_s = op_timeout_s
         self._portal_cm = start_blocking_portal()
         self._portal = self._portal_cm.__enter__()
-        params = StdioServerParameters(command=serve_command(), args=["serve"], env=env, cwd=cwd)
-        self._client_cm = self._portal.wrap_async_context_manager(Client(params, mode="legacy"))
+        self._client_cm = self._portal.wrap_async_context_manager(client)
         try:
             self._client = self._client_cm.__enter__()
         except BaseException:
@@ -266,18 +271,7 @@ class HttpDriver(McpDriver):
     name = "http"
 
     def __init__(self, url: str, token: str, op_timeout_s: float) -> None:  # McpDriver's shape, another transport
-        from anyio.from_thread import start_blocking_portal
-
-        self.op_timeout_s = op_timeout_s
-        self._portal_cm = start_blocking_portal()
-        self._portal = self._portal_cm.__enter__()
-        self._client_cm = self._portal.wrap_async_context_manager(_http_client(url, token, op_timeout_s))
-        try:
-            self._client = self._client_cm.__enter__()
-        except BaseException:
-            self._portal_cm.__exit__(None, None, None)
-            raise
-        self._closed = False
+        self._open(_http_client(url, token, op_timeout_s), op_timeout_s)
 
     def cpu_s(self) -> float:
         return 0.0  # the server is the host's, not this process's child
