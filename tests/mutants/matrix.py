@@ -51,11 +51,14 @@ def sim_env(factory: str | None) -> dict[str, str]:
 
 
 def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, seed: int | None = None,
-            timeout_s: float = 300, store: str | None = None) -> Run:
+            timeout_s: float = 300, store: str | None = None, plots: bool = False) -> Run:
     """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store;
-    ``store``: ``--store`` (e.g. a postgresql:// URL), else a fresh SQLite file under ``out``."""
-    # no plots: nothing here reads them, and drawing them is seconds of each run's CPU
-    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live", "--no-plots"]
+    ``store``: ``--store`` (e.g. a postgresql:// URL), else a fresh SQLite file under ``out``; ``plots``:
+    draw them (off by default: drawing is seconds of each run's CPU, and only a test of the plots
+    reads them)."""
+    args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live"]
+    if not plots:
+        args.append("--no-plots")
     if seed is not None:
         args += ["--seed", str(seed)]
     if store is not None:

@@ -30,7 +30,7 @@ def netns_names() -> set[str]:
 
 
 def test_two_hosts_one_partition_is_valid_and_reported_per_host(tmp_path: Path) -> None:
-    run = run_sim(None, tmp_path / "run", scenario=SCENARIO, timeout_s=240)
+    run = run_sim(None, tmp_path / "run", scenario=SCENARIO, timeout_s=240, plots=True)
     assert run.exit == 0 and run.verdict == "valid", run.describe()
     hosts = run.report["hosts"]
     assert [r["host"] for r in hosts["per_host"]] == ["h0", "h1"]
