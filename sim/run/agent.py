@@ -22,7 +22,7 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..check.history import Writer, process_id
 from ..faults.clock import SharedClock
@@ -32,7 +32,30 @@ from . import workload
 from .drivers import Driver, OpError, open_driver
 from .workload import Held, Known, Op
 
+# How long an agent starts its driver again while the store cannot be reached (a nemesis's
+# database restart takes well under a second; a partition of the agent's host, its length).
+START_RETRY_S = 20.0
+
 MAX_UNACKED = 200
+
+
+def start_driver(open_: Callable[[], Driver], retry_s: float = START_RETRY_S) -> Driver:
+    """``open_()``, again every half second (as a harness restarts a server that died at
+    start) while the server or the store does not come up, e.g. a replacement agent starting
+    while the nemesis has the database down; still down after ``retry_s``, the last error ends
+    the agent. Nothing is invoked before the driver is up, so the history has nothing to settle."""
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            return open_()
+        except ValueError:
+            raise  # a driver this run cannot have: no retry makes it one
+        except Exception as exc:  # noqa: BLE001 - a server or store that did not come up
+            if time.monotonic() >= deadline:
+                raise
+            print(f"driver did not start ({type(exc).__name__}: {str(exc)[:200]}); starting it again",
+                  file=sys.stderr, flush=True)
+            time.sleep(0.5)
 
 
 @dataclass
@@ -93,8 +116,9 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
-        return open_driver(self.cfg.driver or run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
-                           busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s, http_url=self.cfg.http_url)
+        return start_driver(lambda: open_driver(
+            self.cfg.driver or run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
+            busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s, http_url=self.cfg.http_url))
 
     def _retire(self) -> None:
         """After an ``info`` this process id may never invoke again: continue under the next."""
