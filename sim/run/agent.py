@@ -259,8 +259,13 @@ class Agent:
         elif f == "msg_ack":
             unacked = tuple(m for m in unacked if m != args["message_id"])
         reads = k.reads
-        if f == "note_read" and got and args["path"] not in reads:
-            reads = reads + (args["path"],)
+        if f == "note_read" and got:  # oldest read first: a re-read moves the path to the end
+            reads = tuple(p for p in reads if p != args["path"]) + (args["path"],)
+        contested = k.contested
+        if f == "lease_claim" and got and not got["ok"] and args["path"] in reads:
+            contested = (tuple(p for p in contested if p != args["path"]) + (args["path"],))[-10:]
+        elif f in ("drift_check", "note_read"):
+            contested = tuple(p for p in contested if p != args["path"])
         peers = k.peers
         if f == "room_who" and got:
             peers = tuple(s for s in got["sessions"] if s and s != self.session)
@@ -268,7 +273,7 @@ class Agent:
         seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
         mine = (k.got + tuple(got["message_ids"]))[-200:] if f == "msg_recv" and got else k.got
         mine = (mine + (got["message_id"],))[-200:] if f == "msg_send" and got else mine
-        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine)
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested)
 
     # -- phases ------------------------------------------------------------------------------------
 

@@ -39,13 +39,14 @@ class Known:
     """A snapshot of the agent's own knowledge, the generator's only input besides the rng."""
 
     held: dict[str, Held] = field(default_factory=dict)
-    reads: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ()  # paths it note_read, the one read longest ago first
     unacked: tuple[int, ...] = ()
     peers: tuple[str, ...] = ()
     now: float = 0.0  # wall clock, the store's clock
     stale: tuple[str, ...] = ()  # paths whose lease ran out while the agent held it (by its clock)
     seen: tuple[int, ...] = ()  # message ids a room_history answer showed
     got: tuple[int, ...] = ()  # message ids its own msg_recv answers returned, and its own sends (the latest)
+    contested: tuple[str, ...] = ()  # paths it read, then was denied a lease on: another took them since
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,17 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
             return Op("room_history", {**room, "limit": 50})
         # the newest are the likeliest still unread by it; the older, read by other recipients
         return Op("msg_ack", {"message_id": rng.choice(foreign[-5:] if rng.random() < 0.5 else foreign)}, "seen")
+    if choice == "mode_change":
+        # claim a lease it holds again in the other mode: an upgrade to exclusive (denied while
+        # others share it: the denial must name one of them, never the claimer) or a step-down
+        # to shared; holding none, a shared claim of a hot path, the likeliest to be shared
+        if known.held:
+            path = rng.choice(sorted(known.held))
+            mode = "shared" if known.held[path].mode == "exclusive" else "exclusive"
+            return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode},
+                      "upgrade" if mode == "exclusive" else "step-down")
+        return Op("lease_claim", {"path": files.paths[rng.randrange(max(1, min(files.hot, len(files.paths))))],
+                                  "ttl_s": rng.choice(w.lease_ttl_s), "mode": "shared"})
     raise ValueError(f"unknown mix entry {choice!r}")
 
 
@@ -219,7 +231,11 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if choice == "drift_check":
         if not known.reads:
             return Op("note_read", {"path": pick_path(w, files, rng)})
-        return Op("drift_check", {"path": rng.choice(known.reads)})
+        # first a path it read and was since denied (another took it: has it changed under
+        # the agent?), else half the time the read longest ago, else any read
+        if known.contested:
+            return Op("drift_check", {"path": known.contested[0]})
+        return Op("drift_check", {"path": known.reads[0] if rng.random() < 0.5 else rng.choice(known.reads)})
     if choice == "room_who":
         return Op("room_who", {})
     if choice == "leave_room":

@@ -31,7 +31,7 @@ MIX_KEYS = (
     "send_broadcast", "send_session", "send_tag", "send_file",
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
-    "renew_stale", "release_stale", "unread_paused", "stale_session", "ack_seen",
+    "renew_stale", "release_stale", "unread_paused", "stale_session", "ack_seen", "mode_change",
 )
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")

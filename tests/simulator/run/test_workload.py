@@ -125,6 +125,12 @@ def test_reads_drift_and_rooms() -> None:
     assert {op.f for op in draw(mix(drift_check=1), Known())} == {"note_read"}
     checks = draw(mix(drift_check=1), Known(reads=(FILES.paths[4],)))
     assert {(op.f, op.args["path"]) for op in checks} == {("drift_check", FILES.paths[4])}
+    # the read longest ago (first) half the time; a read it was since denied a lease on, always
+    reads = (FILES.paths[1], FILES.paths[4], FILES.paths[5])
+    paths = [op.args["path"] for op in draw(mix(drift_check=1), Known(reads=reads), n=400)]
+    assert paths.count(FILES.paths[1]) / len(paths) == pytest.approx(0.5 + 0.5 / 3, abs=0.07)
+    assert {op.args["path"] for op in draw(mix(drift_check=1), Known(reads=reads, contested=(FILES.paths[5],)))} \
+        == {FILES.paths[5]}
     assert {(op.f, op.args.get("room")) for op in draw(mix(leave_room=1), Known())} == {("room_leave_room", "team")}
     assert {op.f for op in draw(mix(churn=1, room_who=1), Known())} == {"churn", "room_who"}
 
@@ -159,3 +165,13 @@ def test_acks_of_what_a_history_showed_and_the_old_session_id() -> None:
     first = draw(mix(ack_seen=1), Known(seen=(41,), got=(41,)))
     assert {(op.f, op.args["limit"]) for op in first} == {("room_history", 50)}
     assert {op.f for op in draw(mix(stale_session=1), Known())} == {"stale_session"}
+
+
+def test_mode_changes_claim_a_held_lease_in_the_other_mode() -> None:
+    held = {FILES.paths[3]: Held("shared", 5, 1e12), FILES.paths[4]: Held("exclusive", 6, 1e12)}
+    ops = draw(mix(mode_change=1), Known(held=held))
+    assert {(op.f, op.args["path"], op.args["mode"], op.kind) for op in ops} == {
+        ("lease_claim", FILES.paths[3], "exclusive", "upgrade"), ("lease_claim", FILES.paths[4], "shared", "step-down")}
+    # holding none: a shared claim of a hot path, to upgrade next time
+    assert {(op.args["path"], op.args["mode"]) for op in draw(mix(mode_change=1), Known())} == {
+        (FILES.paths[0], "shared"), (FILES.paths[1], "shared")}
