@@ -51,16 +51,19 @@ def sim_env(factory: str | None) -> dict[str, str]:
 
 
 def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, seed: int | None = None,
-            timeout_s: float = 300, store: str | None = None, plots: bool = False) -> Run:
+            timeout_s: float = 300, store: str | None = None, plots: bool = False,
+            duration_s: float | None = None) -> Run:
     """``sim run scenario`` into ``out`` (which must not exist), against ``mutant`` or the shipped store;
     ``store``: ``--store`` (e.g. a postgresql:// URL), else a fresh SQLite file under ``out``; ``plots``:
     draw them (off by default: drawing is seconds of each run's CPU, and only a test of the plots
-    reads them)."""
+    reads them); ``duration_s``: ``--duration`` (else the scenario's own)."""
     args = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live"]
     if not plots:
         args.append("--no-plots")
     if seed is not None:
         args += ["--seed", str(seed)]
+    if duration_s is not None:
+        args += ["--duration", f"{duration_s:g}"]
     if store is not None:
         args += ["--store", store]
     started = time.monotonic()
@@ -71,6 +74,21 @@ def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, se
     return Run(out, done.returncode, report.get("verdict"),
                {k: v["violations"] for k, v in invariants.items() if v["status"] == "violated"},
                report, done.stdout, done.stderr, time.monotonic() - started)
+
+
+# A run that made fewer lease claims than this did too little work to show a bug either way
+# (a starved machine: the scenario's seconds passed with the agents mostly waiting for a core).
+STARVED_CLAIMS = 200
+
+
+def claims(run: Run) -> int:
+    """The lease_claim operations the run's report counted."""
+    return next((o["count"] for o in run.report.get("operations", []) if o["f"] == "lease_claim"), 0)
+
+
+def starved(run: Run) -> bool:
+    """Ended valid with too little work to have shown anything (see STARVED_CLAIMS)."""
+    return run.verdict == "valid" and run.exit == 0 and claims(run) < STARVED_CLAIMS
 
 
 def caught(mutant: Mutant, run: Run) -> bool:

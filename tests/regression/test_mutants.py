@@ -8,6 +8,7 @@ this file."""
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import Run, caught, facts, run_sim  # noqa: E402
+from mutants.matrix import STARVED_CLAIMS, Run, caught, claims, facts, run_sim, starved  # noqa: E402
 
 
 # The lease mutants of mutants/leases.py run on PostgreSQL too (a fresh schema of the test
@@ -27,7 +28,13 @@ PG_LEASE = [m for m in MUTANTS if m.ci and m.factory.startswith("mutants.leases:
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.ci], ids=lambda m: m.name)
 def test_mutant_is_caught(mutant: Mutant, tmp_path: Path) -> None:
-    assert_caught(mutant, run_sim(mutant, tmp_path / "run", scenario=mutant.scenario))
+    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario)
+    if starved(run):  # too little work to prove anything either way: once more, twice as long
+        scenario = tomllib.loads(mutant.scenario.read_text())
+        run = run_sim(mutant, tmp_path / "again", scenario=mutant.scenario,
+                      duration_s=2 * scenario["run"]["duration_s"])
+        assert not starved(run), f"starved twice ({claims(run)} claims): {run.describe()}"
+    assert_caught(mutant, run)
 
 
 @pytest.mark.slow
@@ -59,3 +66,14 @@ def assert_caught(mutant: Mutant, run: Run, store: str | None = None) -> None:
         assert f.overlaps > 0, f
     elif "lease-windows" not in mutant.scope:
         assert f.overlaps == 0, f
+
+
+def test_only_a_valid_run_with_too_little_work_counts_as_starved(tmp_path: Path) -> None:
+    def run(verdict: str, exit: int, n: int) -> Run:
+        report = {"operations": [{"f": "msg_recv", "count": 999}, {"f": "lease_claim", "count": n}]}
+        return Run(tmp_path, exit, verdict, {}, report, "", "", 1.0)
+
+    assert starved(run("valid", 0, STARVED_CLAIMS - 1)) and claims(run("valid", 0, 7)) == 7
+    assert not starved(run("valid", 0, STARVED_CLAIMS))  # enough work: a miss is a miss
+    assert not starved(run("invalid", 1, 3))  # caught, however little it did
+    assert not starved(run("unknown", 2, 3))  # an aborted run is a failure, never retried
