@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import REGRESSION, caught, run_sim, starved  # noqa: E402
+from mutants.matrix import REGRESSION, STARVED_CLAIMS, caught, run_sim, starved  # noqa: E402
 
 
 def _line(name: str, seed: int, got: dict) -> str:
@@ -55,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
     p.add_argument("--jsonl", type=Path, help="append each run as one JSON line the moment it ends (a long "
                    "measurement stopped early keeps what it finished)")
+    p.add_argument("--table", type=Path, metavar="JSONL", help="run nothing: print the Markdown table of the "
+                   "runs a --jsonl file kept (docs/simulator.md's)")
     args = p.parse_args(argv)
+    if args.table:
+        print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
+        return 0
     with contextlib.ExitStack() as stack:
         if args.engine == "postgresql":
             import pgcluster
@@ -114,6 +119,33 @@ def _rates(args: argparse.Namespace) -> int:
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0 if all(r["ok"] for r in results) else 1
+
+
+def table(runs: list[dict]) -> str:
+    """Markdown: each store's runs, in MUTANTS order, the shipped store last."""
+    def span(xs: list[int]) -> str:
+        return f"{min(xs)}..{max(xs)}" if xs else "-"
+
+    rows = ["| store | scenario | must be flagged by | ci | caught | violations of those per run (fewest..most) "
+            "| lease claims per run (fewest..most); in each missed run |", "|---|---|---|---|--:|--:|---|"]
+    for m in [*MUTANTS, None]:
+        mine = [r for r in runs if r["mutant"] == (m.name if m else None)]
+        if not mine:
+            continue
+        claims = [r["claims"] for r in mine]
+        missed = [r for r in mine if not r["ok"]]
+        n = len(mine) - len(missed)
+        if m is None:
+            rows.append(f"| shipped store | | (valid) | | {n}/{len(mine)} valid | 0 | {span(claims)} |")
+            continue
+        wanted = (*m.replay, *m.blackbox)
+        shown = [min(r["violations"].get(k, 0) for k in wanted) for r in mine]
+        miss = "; missed: " + ", ".join(str(r["claims"]) + (" (starved)" if r.get("starved", r["verdict"] == "valid"
+                                                                and r["claims"] < STARVED_CLAIMS) else "")
+                                         for r in missed) if missed else ""
+        rows.append(f"| `{m.name}` | `{m.scenario.name}` | {', '.join(wanted)} | {'yes' if m.ci else ''} "
+                    f"| {n}/{len(mine)} | {span(shown)} | {span(claims)}{miss} |")
+    return "\n".join(rows)
 
 
 if __name__ == "__main__":
