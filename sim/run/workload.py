@@ -146,6 +146,10 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         room = {"room": rng.choice(files.rooms)} if files.rooms and rng.random() < 0.7 else {}
         return Op("room_history", {**room, "limit": rng.choice((1, 5, 50))})
     if choice == "lease_check":
+        # half the time a path it holds shared: who else shares it (every sharer must show)
+        shared = sorted(p for p, h in known.held.items() if h.mode == "shared")
+        if shared and rng.random() < 0.5:
+            return Op("lease_check", {"path": rng.choice(shared)})
         return Op("lease_check", {"path": pick_path(w, files, rng)})
     if choice == "lease_list":
         return Op("lease_list", {})

@@ -175,3 +175,10 @@ def test_mode_changes_claim_a_held_lease_in_the_other_mode() -> None:
     # holding none: a shared claim of a hot path, to upgrade next time
     assert {(op.args["path"], op.args["mode"]) for op in draw(mix(mode_change=1), Known())} == {
         (FILES.paths[0], "shared"), (FILES.paths[1], "shared")}
+
+
+def test_lease_checks_look_at_a_shared_lease_it_holds_half_the_time() -> None:
+    held = {FILES.paths[5]: Held("shared", 5, 1e12), FILES.paths[4]: Held("exclusive", 6, 1e12)}
+    paths = [op.args["path"] for op in draw(mix(lease_check=1), Known(held=held), n=400)]
+    assert paths.count(FILES.paths[5]) / len(paths) == pytest.approx(0.5 + 0.5 / 6 * 0.5, abs=0.07)
+    assert len(set(paths)) > 2  # and any other path the rest of the time
