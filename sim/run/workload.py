@@ -196,8 +196,8 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
             mode = "shared" if known.held[path].mode == "exclusive" else "exclusive"
             return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode},
                       "upgrade" if mode == "exclusive" else "step-down")
-        return Op("lease_claim", {"path": files.paths[rng.randrange(max(1, min(files.hot, len(files.paths))))],
-                                  "ttl_s": rng.choice(w.lease_ttl_s), "mode": "shared"})
+        hot = files.paths[:max(1, files.hot)]
+        return Op("lease_claim", {"path": rng.choice(hot), "ttl_s": rng.choice(w.lease_ttl_s), "mode": "shared"})
     raise ValueError(f"unknown mix entry {choice!r}")
 
 

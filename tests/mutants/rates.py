@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import REGRESSION, STARVED_CLAIMS, caught, run_sim, starved  # noqa: E402
+from mutants.matrix import REGRESSION, STARVED_CLAIMS, caught, claims, run_sim, starved  # noqa: E402
 
 
 def _line(name: str, seed: int, got: dict) -> str:
@@ -88,10 +88,9 @@ def _rates(args: argparse.Namespace) -> int:
             scenario = args.scenario or (m.scenario if m else args.control_scenario)
             run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=scenario.absolute(),
                           seed=args.seed_from + i, store=args.store())
-            ops = {o["f"]: o["count"] for o in run.report.get("operations", [])}
             got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,
                    "verdict": run.verdict, "violations": run.violations, "wall_s": run.wall_s,
-                   "claims": ops.get("lease_claim", 0), "starved": starved(run),
+                   "claims": claims(run), "starved": starved(run),
                    "ok": caught(m, run) if m else (run.verdict == "valid" and run.exit == 0)}
             print(_line(name, got["seed"], got), flush=True)
             if args.jsonl:
@@ -121,6 +120,11 @@ def _rates(args: argparse.Namespace) -> int:
     return 0 if all(r["ok"] for r in results) else 1
 
 
+def _starved(r: dict) -> bool:
+    """``matrix.starved`` of a kept run (files written before runs kept it: from its fields)."""
+    return r.get("starved", r["verdict"] == "valid" and r["exit"] == 0 and r["claims"] < STARVED_CLAIMS)
+
+
 def table(runs: list[dict]) -> str:
     """Markdown: each store's runs, in MUTANTS order, the shipped store last."""
     def span(xs: list[int]) -> str:
@@ -132,19 +136,18 @@ def table(runs: list[dict]) -> str:
         mine = [r for r in runs if r["mutant"] == (m.name if m else None)]
         if not mine:
             continue
-        claims = [r["claims"] for r in mine]
+        made = [r["claims"] for r in mine]
         missed = [r for r in mine if not r["ok"]]
         n = len(mine) - len(missed)
         if m is None:
-            rows.append(f"| shipped store | | (valid) | | {n}/{len(mine)} valid | 0 | {span(claims)} |")
+            rows.append(f"| shipped store | | (valid) | | {n}/{len(mine)} valid | 0 | {span(made)} |")
             continue
         wanted = (*m.replay, *m.blackbox)
         shown = [min(r["violations"].get(k, 0) for k in wanted) for r in mine]
-        miss = "; missed: " + ", ".join(str(r["claims"]) + (" (starved)" if r.get("starved", r["verdict"] == "valid"
-                                                                and r["claims"] < STARVED_CLAIMS) else "")
+        miss = "; missed: " + ", ".join(str(r["claims"]) + (" (starved)" if _starved(r) else "")
                                          for r in missed) if missed else ""
         rows.append(f"| `{m.name}` | `{m.scenario.name}` | {', '.join(wanted)} | {'yes' if m.ci else ''} "
-                    f"| {n}/{len(mine)} | {span(shown)} | {span(claims)}{miss} |")
+                    f"| {n}/{len(mine)} | {span(shown)} | {span(made)}{miss} |")
     return "\n".join(rows)
 
 
