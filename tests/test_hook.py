@@ -233,17 +233,20 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
 
 def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store, repo: Path) -> None:
     # With news the hook runs the store's own rules, and importing them is most of its time:
-    # only the database and the hook's rules are loaded, not the package (which imports every
-    # module of the store), and the store imports these where it uses them (creating the
-    # schema, a harness key, drift's hash).
+    # only the database and the hook's rules (on rows: store/news.py) are loaded, not the
+    # package (which imports every module of the store) nor the modules of the store's records
+    # (dataclasses, with inspect); the store imports the rest where it uses them (creating the
+    # schema, a harness key, drift's hash). Neither typing nor pathlib: each costs milliseconds.
     me, key = join(live, repo, "alice")
     bob, _ = join(live, repo, "bob")
     live.msg_send(bob, me, subject="ping")
     modules, said = imported(INSTALLED, event(key, "UserPromptSubmit"))
-    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.wake"} <= modules
+    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.news"} <= modules
     unused = {"secrets", "hmac", "hashlib", "importlib.resources", "uuid", "platform", "mcp", "pydantic",
+              "dataclasses", "inspect", "typing", "pathlib",
               "agents_room.store", "agents_room.store.overview", "agents_room.store.leases",
-              "agents_room.store.rooms", "agents_room.store.reads"}
+              "agents_room.store.rooms", "agents_room.store.reads", "agents_room.store.wake",
+              "agents_room.store.messages", "agents_room.store.sessions"}
     assert not modules & unused
 
 
@@ -252,7 +255,7 @@ def test_after_the_news_path_the_whole_store_still_imports() -> None:
     forgets them: importing the store afterwards gives the real package, whole (its modules
     reachable as attributes), nothing half-made."""
     code = ("import sys; sys.path.append(sys.argv[1]); from agents_room import hook_news; "
-            "opening, wake = hook_news.news_modules(); assert callable(opening.open_database) and wake.hook_event; "
+            "opening, news = hook_news.news_modules(); assert callable(opening.open_database) and news.hook_event; "
             "assert not [m for m in sys.modules if m.startswith('agents_room.store')]; "
             "import agents_room.store.wake; import agents_room.store as s; "
             "assert agents_room.store.wake.describe and s.Store.hook_event and s.open_database; print('whole')")
@@ -335,7 +338,7 @@ def test_the_installed_command_works_from_a_plain_site_packages(live: Store, rep
     assert hook(event(key, "PostToolUse"), command=command).stdout == ""
     live.msg_send(bob, me, subject="from a wheel")
     modules, said = imported([*command, "--event", "PostToolUse"], {"session_id": key})
-    assert "agents_room.store.wake" in modules and "from a wheel" in said
+    assert "agents_room.store.news" in modules and "from a wheel" in said
     assert (site / "agents_room" / "store" / "__pycache__").is_dir()  # imported from the copy, not src/
 
 

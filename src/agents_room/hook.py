@@ -19,7 +19,7 @@ A hook must never break the harness: any failure exits 0 with one line on stderr
 every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
 probe over SQLite without importing the store (whose import costs more than the rest of the
 hook); only when the probe finds something does the store do the real work, by its own
-rules (store/wake.py). Never ``mcp``.
+rules (store/news.py). Never ``mcp``.
 
 The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
 path this module imports nothing but ``os`` and two of CPython's C modules (``_json``,
@@ -317,20 +317,20 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
     event = event or data.get("hook_event_name") or ""
     keys, pids = _keys(data), _ancestors()
     if "://" in path:  # PostgreSQL has no file to probe: the store answers
-        from agents_room.store import wake
+        from agents_room.store import news
 
         from .hook_news import answer
 
         with _open_store(path) as store:
-            return answer(data, event, store.db, wake, keys, pids)
+            return answer(data, event, store.db, news, keys, pids)
     if not os.path.exists(path) or not probe(path, keys, pids):
         return None
     from .hook_news import answer, news_modules
 
-    sqlite_open, wake = news_modules()  # (importing any other store module now would load it all)
+    sqlite_open, news = news_modules()  # (importing any other store module now would load it all)
     db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
     try:
-        return answer(data, event, db, wake, keys, pids)
+        return answer(data, event, db, news, keys, pids)
     finally:
         db.close()
 

@@ -33,7 +33,6 @@ import struct
 import sys
 import threading
 import time
-from pathlib import Path
 
 from .errors import StoreBusy, StoreError
 
@@ -94,7 +93,7 @@ class SideFile:
     """One participant's open of the side file: its slot, the mutex, the queue's changes,
     the futex words. :class:`.turnqueue.TurnQueue` builds the turn on it."""
 
-    def __init__(self, path: Path, timeout_s: float) -> None:
+    def __init__(self, path: str, timeout_s: float) -> None:
         # Threads of one instance share its open file, whose OFD locks never conflict with
         # each other: this makes the mutex exclusive between them too.
         self._inner = threading.Lock()
@@ -202,7 +201,7 @@ class SideFile:
 
     # -- primitives --------------------------------------------------------------------------
 
-    def _claim_slot(self, path: Path) -> int:
+    def _claim_slot(self, path: str) -> int:
         """A free participant slot, probing from one that depends on the pid (so that
         processes rarely probe the same ones). Held until close or death."""
         start = self.pid % SLOTS
