@@ -11,13 +11,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sqlite3
 import stat
 import threading
 
 from .admission import WriteAdmission
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
+
+try:
+    # The module the sqlite3 package wraps, under the package's name: the package adds date
+    # adapters, and imports datetime for them (milliseconds of the hook's news path, which
+    # opens the store through this module); the store binds only numbers, text and bytes.
+    import _sqlite3 as sqlite3
+except ImportError:  # an interpreter that keeps it elsewhere: the package, at its cost
+    import sqlite3
 
 # Annotations only: the hook's news path opens the database through this module, and
 # importing typing (or pathlib) would cost it more than its queries.

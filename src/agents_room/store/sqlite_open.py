@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import time
 
 from .clock import Clock
 from .errors import StoreError
 from .sqlite import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION, WAL_LIMIT_BYTES, _CACHE_KIB, Database, _translate
+from .sqlite import sqlite3  # the C module, without the package's datetime (see sqlite.py)
 
 
 def _schema_statements(version: int) -> list[str]:
