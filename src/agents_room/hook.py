@@ -155,9 +155,7 @@ def run(args: argparse.Namespace | Args) -> int:
         print(f"agents-room hook: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 0
     if out:
-        import json  # only with something to say (see _loads)
-
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(_dumps(out) + "\n")
     elif out is not None:
         sys.stdout.write("{}\n")  # Cursor's quiet answer, without that import
     return 0
@@ -202,6 +200,30 @@ def _loads(text: str) -> Any:
     import json
 
     return json.loads(text)
+
+
+def _dumps(value: Any) -> str:
+    """``json.dumps(value)`` for the hook's answers (objects of strings and such objects),
+    through the C function ``json.dumps`` itself encodes strings with, without importing
+    ``json`` (see _loads): the news path imports nothing else that needs ``re``. Anything
+    else goes to ``json.dumps``."""
+
+    def encode(item: Any) -> str:
+        if isinstance(item, str):
+            return string(item)
+        if isinstance(item, dict) and all(isinstance(key, str) for key in item):
+            return "{" + ", ".join(f"{string(key)}: {encode(v)}" for key, v in item.items()) + "}"
+        raise TypeError(type(item).__name__)
+
+    try:
+        from _json import encode_basestring_ascii as string
+
+        return encode(value)
+    except (ImportError, TypeError):
+        pass
+    import json
+
+    return json.dumps(value)
 
 
 # -- finding the session --------------------------------------------------------------------------

@@ -9,7 +9,7 @@ this shape, not a rewrite.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
 import stat
 import threading
@@ -30,12 +30,20 @@ except ImportError:  # an interpreter that keeps it elsewhere: the package, at i
 # importing typing (or pathlib) would cost it more than its queries.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from types import TracebackType
     from typing import Any
 
-# One encoder for every event payload: json.dumps with options builds a new one per call.
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+
+@functools.cache
+def _compact() -> Callable[[Any], str]:
+    """One encoder for every event payload (json.dumps with options builds a new one per
+    call), made at the process's first event: json imports re and enum, milliseconds of the
+    hook's news path, which opens the store through this module and seldom writes an event."""
+    import json
+
+    return json.JSONEncoder(separators=(",", ":")).encode
+
 
 SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -93,7 +101,7 @@ class Tx:
         """Append an audit row in this transaction; returns its seq."""
         cur = self.conn.execute(
             "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
-            (self.now, session_id, kind, path, _COMPACT(payload)),
+            (self.now, session_id, kind, path, _compact()(payload)),
         )
         return cur.lastrowid  # type: ignore[return-value]
 
