@@ -233,17 +233,21 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
 
 def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store, repo: Path) -> None:
     # With news the hook runs the store's own rules, and importing them is most of its time:
-    # only the database and the hook's rules are loaded, not the package (which imports every
-    # module of the store), and the store imports these where it uses them (creating the
-    # schema, a harness key, drift's hash).
+    # only the database and the hook's rules (on rows: store/news.py) are loaded, not the
+    # package (which imports every module of the store) nor the modules of the store's records
+    # (dataclasses, with inspect); the store imports the rest where it uses them (creating the
+    # schema, a harness key, drift's hash, an event's JSON, a futex wait). Each of typing,
+    # pathlib, json (with re), datetime (sqlite3's) and ctypes costs milliseconds at import.
     me, key = join(live, repo, "alice")
     bob, _ = join(live, repo, "bob")
     live.msg_send(bob, me, subject="ping")
     modules, said = imported(INSTALLED, event(key, "UserPromptSubmit"))
-    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.wake"} <= modules
+    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.news"} <= modules
     unused = {"secrets", "hmac", "hashlib", "importlib.resources", "uuid", "platform", "mcp", "pydantic",
+              "dataclasses", "inspect", "typing", "pathlib", "json", "re", "datetime", "ctypes",
               "agents_room.store", "agents_room.store.overview", "agents_room.store.leases",
-              "agents_room.store.rooms", "agents_room.store.reads"}
+              "agents_room.store.rooms", "agents_room.store.reads", "agents_room.store.wake",
+              "agents_room.store.messages", "agents_room.store.sessions"}
     assert not modules & unused
 
 
@@ -252,13 +256,23 @@ def test_after_the_news_path_the_whole_store_still_imports() -> None:
     forgets them: importing the store afterwards gives the real package, whole (its modules
     reachable as attributes), nothing half-made."""
     code = ("import sys; sys.path.append(sys.argv[1]); from agents_room import hook_news; "
-            "opening, wake = hook_news.news_modules(); assert callable(opening.open_database) and wake.hook_event; "
+            "opening, news = hook_news.news_modules(); assert callable(opening.open_database) and news.hook_event; "
             "assert not [m for m in sys.modules if m.startswith('agents_room.store')]; "
             "import agents_room.store.wake; import agents_room.store as s; "
             "assert agents_room.store.wake.describe and s.Store.hook_event and s.open_database; print('whole')")
     src = str(Path(agents_room.__file__).parents[1])
     done = subprocess.run([sys.executable, "-I", "-S", "-c", code, src], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "whole", done.stderr
+
+
+@pytest.mark.parametrize("value", [
+    {}, {"decision": "block", "reason": 'agents-room: 2 unread "é" \u2028 \x00 \U0001f389\n- #1'},
+    {"hookSpecificOutput": {"hookEventName": "Stop", "additionalContext": "a\tb"}}, {"followup_message": ""},
+    {"n": 1}, {"a": None}, {1: "x"}, ["x"],
+])
+def test_answers_are_written_as_json_dumps_writes_them(value: object) -> None:
+    # Without importing json on the news path: objects of strings by hand, the rest by json.
+    assert hook_module._dumps(value) == json.dumps(value)
 
 
 @pytest.mark.parametrize("argv", [
@@ -335,7 +349,7 @@ def test_the_installed_command_works_from_a_plain_site_packages(live: Store, rep
     assert hook(event(key, "PostToolUse"), command=command).stdout == ""
     live.msg_send(bob, me, subject="from a wheel")
     modules, said = imported([*command, "--event", "PostToolUse"], {"session_id": key})
-    assert "agents_room.store.wake" in modules and "from a wheel" in said
+    assert "agents_room.store.news" in modules and "from a wheel" in said
     assert (site / "agents_room" / "store" / "__pycache__").is_dir()  # imported from the copy, not src/
 
 

@@ -19,7 +19,7 @@ A hook must never break the harness: any failure exits 0 with one line on stderr
 every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
 probe over SQLite without importing the store (whose import costs more than the rest of the
 hook); only when the probe finds something does the store do the real work, by its own
-rules (store/wake.py). Never ``mcp``.
+rules (store/news.py). Never ``mcp``.
 
 The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
 path this module imports nothing but ``os`` and two of CPython's C modules (``_json``,
@@ -155,9 +155,7 @@ def run(args: argparse.Namespace | Args) -> int:
         print(f"agents-room hook: {type(exc).__name__}: {exc}".splitlines()[0], file=sys.stderr)
         return 0
     if out:
-        import json  # only with something to say (see _loads)
-
-        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.write(_dumps(out) + "\n")
     elif out is not None:
         sys.stdout.write("{}\n")  # Cursor's quiet answer, without that import
     return 0
@@ -202,6 +200,30 @@ def _loads(text: str) -> Any:
     import json
 
     return json.loads(text)
+
+
+def _dumps(value: Any) -> str:
+    """``json.dumps(value)`` for the hook's answers (objects of strings and such objects),
+    through the C function ``json.dumps`` itself encodes strings with, without importing
+    ``json`` (see _loads): the news path imports nothing else that needs ``re``. Anything
+    else goes to ``json.dumps``."""
+
+    def encode(item: Any) -> str:
+        if isinstance(item, str):
+            return string(item)
+        if isinstance(item, dict) and all(isinstance(key, str) for key in item):
+            return "{" + ", ".join(f"{string(key)}: {encode(v)}" for key, v in item.items()) + "}"
+        raise TypeError(type(item).__name__)
+
+    try:
+        from _json import encode_basestring_ascii as string
+
+        return encode(value)
+    except (ImportError, TypeError):
+        pass
+    import json
+
+    return json.dumps(value)
 
 
 # -- finding the session --------------------------------------------------------------------------
@@ -317,20 +339,20 @@ def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[s
     event = event or data.get("hook_event_name") or ""
     keys, pids = _keys(data), _ancestors()
     if "://" in path:  # PostgreSQL has no file to probe: the store answers
-        from agents_room.store import wake
+        from agents_room.store import news
 
         from .hook_news import answer
 
         with _open_store(path) as store:
-            return answer(data, event, store.db, wake, keys, pids)
+            return answer(data, event, store.db, news, keys, pids)
     if not os.path.exists(path) or not probe(path, keys, pids):
         return None
     from .hook_news import answer, news_modules
 
-    sqlite_open, wake = news_modules()  # (importing any other store module now would load it all)
+    sqlite_open, news = news_modules()  # (importing any other store module now would load it all)
     db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
     try:
-        return answer(data, event, db, wake, keys, pids)
+        return answer(data, event, db, news, keys, pids)
     finally:
         db.close()
 

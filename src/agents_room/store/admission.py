@@ -43,14 +43,17 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
-from pathlib import Path
-from types import TracebackType
-from typing import Literal
+from collections import namedtuple
 
 from .errors import InvalidArgument, StoreBusy
 from .sidefile import LayoutMismatch
 from .turnqueue import GRACE_S, SUPPORTED, TurnQueue
+
+# Annotations only: the hook's news path opens the store, and importing typing would cost
+# it more than its queries (as would dataclasses and pathlib, which this module does without).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
 
 SLICE_S = 0.008  # a holder's slice: it may take more turns within this long of its first …
 SLICE_MIN_S = 0.002  # … or shorter, down to this: ROUND_S shared among those waiting when it opens
@@ -59,12 +62,12 @@ BORROW_MAX = 64  # … at most this many more
 BORROW_S = 0.0005  # … each within this long of its last release (0.3 and 0.5 ms measured: 0.5 was better)
 
 
-@dataclass(frozen=True)
-class Place:
-    """One participant: its process and where it stands."""
+class Place(namedtuple("Place", "pid state")):
+    """One participant: its process (``pid``) and where it stands (``state``: "holding",
+    "borrowing" or "waiting"). A named tuple rather than a dataclass: the hook's news path
+    imports this module, and ``dataclasses`` (with ``inspect``) costs it milliseconds."""
 
-    pid: int
-    state: Literal["holding", "borrowing", "waiting"]
+    __slots__ = ()
 
 
 class WriteAdmission:
@@ -76,7 +79,7 @@ class WriteAdmission:
     among themselves. Not re-entrant. ``slice_s``, ``borrow_max`` and ``borrow_s`` tune the
     slices (see the module's docstring); ``borrow_max=0`` is strict FIFO."""
 
-    def __init__(self, db_path: Path, timeout_s: float, *, borrow_max: int = BORROW_MAX,
+    def __init__(self, db_path: str, timeout_s: float, *, borrow_max: int = BORROW_MAX,
                  borrow_s: float = BORROW_S, slice_s: float = SLICE_S, slice_min_s: float = SLICE_MIN_S,
                  round_s: float = ROUND_S) -> None:
         if not (isinstance(timeout_s, int | float) and timeout_s > 0):
@@ -89,7 +92,7 @@ class WriteAdmission:
             if not (isinstance(value, int | float) and 0 <= value < (GRACE_S if name != "round_s" else 10)):
                 raise InvalidArgument(name, f"must be >= 0 and below {GRACE_S if name != 'round_s' else 10} s, "
                                       f"got {value!r}")
-        self.path = Path(f"{db_path}-admission")
+        self.path = f"{db_path}-admission"
         self.timeout_s = float(timeout_s)
         self._lock = threading.Lock()
         self.warning: str | None = None  # why admission is off although this system supports it

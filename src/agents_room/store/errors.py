@@ -8,7 +8,9 @@ happened, and a careful client records ``info``.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the hook's news path imports this module
+    from typing import Any
 
 
 class RoomError(Exception):

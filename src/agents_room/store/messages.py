@@ -1,5 +1,6 @@
 """Messages and deliveries: send by selector, receive (marks read), ack, unread count,
-what I sent, a room's read-only history, and the forward-only delivery states."""
+what I sent, a room's read-only history. The forward-only delivery states, and
+:func:`advance` along them, are :mod:`.delivery`'s."""
 
 from __future__ import annotations
 
@@ -8,22 +9,11 @@ import os
 from dataclasses import dataclass
 
 from . import bounds
+from .delivery import UNREAD, advance
+from .delivery import UNREAD_SQL as _UNREAD_SQL
 from .errors import InvalidArgument, NotRecipient, UnknownSession
 from .sessions import Caller, explain_unknown_recipient
 from .sqlite import Tx
-
-UNREAD = ("stored", "offered", "accepted", "undeliverable")
-_UNREAD_SQL = "('stored', 'offered', 'accepted', 'undeliverable')"
-
-# Allowed predecessors of each state (the schema's delivery_transitions, for WHERE clauses).
-PREDECESSORS: dict[str, tuple[str, ...]] = {
-    "offered": ("stored",),
-    "accepted": ("offered",),
-    "undeliverable": ("stored",),
-    "read": UNREAD,
-    "acked": ("read",),
-    "expired": UNREAD,
-}
 
 
 @dataclass(frozen=True)
@@ -151,32 +141,6 @@ def send(
 
 
 # -- receive, ack, count ---------------------------------------------------------------------------
-
-
-def advance(tx: Tx, recipient: str, message_ids: list[int], to: str) -> list[int]:
-    """Move deliveries forward to ``to`` where their state allows it; one event for all.
-    Returns the ids that moved. (The schema's trigger refuses any backward move.)"""
-    if not message_ids:
-        return []
-    preds = PREDECESSORS[to]
-    marks = ",".join("?" * len(message_ids))
-    rows = tx.all(
-        f"SELECT message_id, state FROM deliveries WHERE recipient = ? AND message_id IN ({marks}) "
-        f"AND state IN ({','.join('?' * len(preds))}) ORDER BY message_id",
-        (recipient, *message_ids, *preds),
-    )
-    if not rows:
-        return []
-    moved = [r[0] for r in rows]
-    marks = ",".join("?" * len(moved))
-    offered = ", offered_at = ?" if to == "offered" else ""
-    params = (to, tx.now, *((tx.now,) if offered else ()), recipient, *moved)
-    tx.execute(
-        f"UPDATE deliveries SET state = ?, updated_at = ?{offered} WHERE recipient = ? AND message_id IN ({marks})",
-        params,
-    )
-    tx.event("delivery", recipient, to=to, items=[[mid, state] for mid, state in rows])
-    return moved
 
 
 def _expire_overdue(tx: Tx, recipient: str) -> None:

@@ -13,11 +13,10 @@ from . import bounds
 from .clock import iso
 from .errors import InvalidArgument, UnknownSession
 from .liveness import Judge
+from .news import COLUMNS
 from .sqlite import Tx
 
 LEVEL = {name: rank for rank, name in enumerate(bounds.AUTONOMY_LEVELS)}
-
-COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at, host, gone_at"
 
 
 @dataclass(frozen=True)

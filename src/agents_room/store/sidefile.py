@@ -24,16 +24,15 @@ for x86-64, arm64 and riscv64). :data:`SUPPORTED` says whether this machine qual
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import fcntl
+import functools
 import mmap
 import os
 import struct
 import sys
 import threading
 import time
-from pathlib import Path
 
 from .errors import StoreBusy, StoreError
 
@@ -71,18 +70,49 @@ def _byte_lock(kind: int, byte: int) -> bytes:
 
 
 if SUPPORTED:
-    _syscall = ctypes.CDLL(None, use_errno=True).syscall
-    _syscall.restype = ctypes.c_long
-    # Every argument a full-width long: syscall() is variadic and reads longs.
-    _NR, _WAIT_OP, _WAKE_OP = ctypes.c_long(_FUTEX_NR or 0), ctypes.c_long(0), ctypes.c_long(1)
-    _ONE, _ZERO = ctypes.c_long(1), ctypes.c_long(0)
     _fcntl, _SETLK, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_GETLK
     _MUTEX_ON, _MUTEX_OFF = _byte_lock(fcntl.F_WRLCK, _MUTEX), _byte_lock(fcntl.F_UNLCK, _MUTEX)
     _flock_call, _TURN_ON, _TURN_OFF = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
 
 
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+class _Futex:
+    """The futex syscall, through ``ctypes``. Made at a process's first wait or wake
+    (:func:`_futex`), not at import: an uncontended turn needs neither, and importing ctypes
+    would cost the hook's news path (which opens the store to write once) milliseconds."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        class Timespec(ctypes.Structure):
+            _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+        self.c = ctypes
+        self.timespec = Timespec
+        self.syscall = ctypes.CDLL(None, use_errno=True).syscall
+        self.syscall.restype = ctypes.c_long
+        # Every argument a full-width long: syscall() is variadic and reads longs.
+        self.nr, self.wait_op, self.wake_op = ctypes.c_long(_FUTEX_NR or 0), ctypes.c_long(0), ctypes.c_long(1)
+        self.one, self.zero = ctypes.c_long(1), ctypes.c_long(0)
+
+    def pin(self, mm: mmap.mmap) -> tuple[object, int]:
+        """A ctypes view of the mapping (an export, so the mapping stays where it is while it
+        lives) and the mapping's address, where the futex words are."""
+        pin = self.c.c_char.from_buffer(mm)
+        return pin, self.c.addressof(pin)
+
+    def wait(self, address: int, seen: int, seconds: float) -> None:
+        c = self.c
+        ts = self.timespec(int(seconds), int((seconds % 1) * 1e9))
+        self.syscall(self.nr, c.c_void_p(address), self.wait_op, c.c_long(seen), c.byref(ts), None, self.zero)
+
+    def wake(self, address: int) -> None:
+        self.syscall(self.nr, self.c.c_void_p(address), self.wake_op, self.one, None, None, self.zero)
+
+
+@functools.cache
+def _futex() -> _Futex:
+    """The process's :class:`_Futex`, made at the first call."""
+    return _Futex()
 
 
 class LayoutMismatch(StoreError):
@@ -94,7 +124,7 @@ class SideFile:
     """One participant's open of the side file: its slot, the mutex, the queue's changes,
     the futex words. :class:`.turnqueue.TurnQueue` builds the turn on it."""
 
-    def __init__(self, path: Path, timeout_s: float) -> None:
+    def __init__(self, path: str, timeout_s: float) -> None:
         # Threads of one instance share its open file, whose OFD locks never conflict with
         # each other: this makes the mutex exclusive between them too.
         self._inner = threading.Lock()
@@ -109,8 +139,8 @@ class SideFile:
                 os.ftruncate(self.fd, _SIZE)  # extends only: never zeroes what another wrote
             self.mm = mmap.mmap(self.fd, _SIZE)
             self.w, self.q = memoryview(self.mm).cast("I"), memoryview(self.mm).cast("Q")
-            self._pin: ctypes.c_char | None = ctypes.c_char.from_buffer(self.mm)
-            self.base = ctypes.addressof(self._pin)  # where the futex words are
+            self._pin: object | None = None  # see _address
+            self.base = 0
             self.me = self._claim_slot(path)
             self.rec = 16 * self.me
             if not self._lock_mutex(time.monotonic() + timeout_s):
@@ -202,7 +232,7 @@ class SideFile:
 
     # -- primitives --------------------------------------------------------------------------
 
-    def _claim_slot(self, path: Path) -> int:
+    def _claim_slot(self, path: str) -> int:
         """A free participant slot, probing from one that depends on the pid (so that
         processes rarely probe the same ones). Held until close or death."""
         start = self.pid % SLOTS
@@ -263,11 +293,16 @@ class SideFile:
             self._unlock_mutex()
         return True
 
+    def _address(self, word: int) -> int:
+        """Where futex word ``word`` is: the mapping's address (pinned at the first wait or
+        wake, see :class:`_Futex`) plus its offset."""
+        if not self.base:
+            self._pin, self.base = _futex().pin(self.mm)
+        return self.base + 4 * word
+
     def _futex_wait(self, word: int, seen: int, seconds: float) -> None:
         """Sleep until woken, ``seconds`` pass, or not at all if the word is no longer ``seen``."""
-        ts = _Timespec(int(seconds), int((seconds % 1) * 1e9))
-        _syscall(_NR, ctypes.c_void_p(self.base + 4 * word), _WAIT_OP, ctypes.c_long(seen), ctypes.byref(ts),
-                 None, _ZERO)
+        _futex().wait(self._address(word), seen, seconds)
 
     def _wake(self, slot: int) -> None:
         """Wake ``slot``'s owner. The word moves first, so an owner that read it before and
@@ -275,7 +310,7 @@ class SideFile:
         if slot:
             word = 16 * slot + _WAKE
             self.w[word] = (self.w[word] + 1) & 0xFFFFFFFF
-            _syscall(_NR, ctypes.c_void_p(self.base + 4 * word), _WAKE_OP, _ONE, None, None, _ZERO)
+            _futex().wake(self._address(word))
 
     def close(self) -> None:
         if self.mm is not None:

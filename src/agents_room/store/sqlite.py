@@ -9,22 +9,41 @@ this shape, not a rewrite.
 from __future__ import annotations
 
 import contextlib
-import json
+import functools
 import os
-import sqlite3
 import stat
 import threading
-from collections.abc import Iterator
-from types import TracebackType
-from pathlib import Path
-from typing import Any
 
 from .admission import WriteAdmission
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
 
-# One encoder for every event payload: json.dumps with options builds a new one per call.
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+try:
+    # The module the sqlite3 package wraps, under the package's name: the package adds date
+    # adapters, and imports datetime for them (milliseconds of the hook's news path, which
+    # opens the store through this module); the store binds only numbers, text and bytes.
+    import _sqlite3 as sqlite3
+except ImportError:  # an interpreter that keeps it elsewhere: the package, at its cost
+    import sqlite3
+
+# Annotations only: the hook's news path opens the database through this module, and
+# importing typing (or pathlib) would cost it more than its queries.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from types import TracebackType
+    from typing import Any
+
+
+@functools.cache
+def _compact() -> Callable[[Any], str]:
+    """One encoder for every event payload (json.dumps with options builds a new one per
+    call), made at the process's first event: json imports re and enum, milliseconds of the
+    hook's news path, which opens the store through this module and seldom writes an event."""
+    import json
+
+    return json.JSONEncoder(separators=(",", ":")).encode
+
 
 SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 5.0
@@ -82,12 +101,12 @@ class Tx:
         """Append an audit row in this transaction; returns its seq."""
         cur = self.conn.execute(
             "INSERT INTO events (at, session_id, kind, path, payload) VALUES (?, ?, ?, ?, ?)",
-            (self.now, session_id, kind, path, _COMPACT(payload)),
+            (self.now, session_id, kind, path, _compact()(payload)),
         )
         return cur.lastrowid  # type: ignore[return-value]
 
 
-def _translate(exc: sqlite3.Error, path: Path) -> RoomError:
+def _translate(exc: sqlite3.Error, path: str) -> RoomError:
     """Map a SQLite error onto the store's tree (definite busy vs. indefinite failure)."""
     name = getattr(exc, "sqlite_errorname", "")
     if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED") or "locked" in str(exc):
@@ -179,7 +198,7 @@ class Database:
     """A connection to the store file. Thread-safe: one lock serialises this process's use
     of the connection (SQLite admits one writer at a time anyway)."""
 
-    def __init__(self, path: Path, clock: Clock, busy_timeout_s: float) -> None:
+    def __init__(self, path: str, clock: Clock, busy_timeout_s: float) -> None:
         self.path = path
         self.clock = clock
         self.busy_timeout_s = busy_timeout_s
@@ -190,7 +209,7 @@ class Database:
             # "IMMEDIATE" only begins before the first write statement, which would run a
             # lease's holder check outside the transaction.
             self.conn = sqlite3.connect(
-                str(path), timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise _translate(exc, path) from exc
@@ -285,10 +304,10 @@ class Database:
     def after_copy(self, tx: Tx) -> None:
         """Rows copied with their ids (store/copy.py): AUTOINCREMENT already goes on after them."""
 
-    def files(self) -> tuple[Path, Path, Path]:
+    def files(self) -> tuple[str, str, str]:
         """The database, its WAL and its shared-memory file. Never open() these: closing any
         descriptor of them drops this process's POSIX locks (a known corruption path)."""
-        return self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")
+        return self.path, f"{self.path}-wal", f"{self.path}-shm"
 
     def wal_bytes(self) -> int:
         try:

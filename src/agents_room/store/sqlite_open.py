@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import time
-from pathlib import Path
 
 from .clock import Clock
 from .errors import StoreError
 from .sqlite import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION, WAL_LIMIT_BYTES, _CACHE_KIB, Database, _translate
+from .sqlite import sqlite3  # the C module, without the package's datetime (see sqlite.py)
 
 
 def _schema_statements(version: int) -> list[str]:
@@ -35,7 +34,7 @@ def _schema_statements(version: int) -> list[str]:
 
 
 def open_database(
-    path: Path, clock: Clock, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, verify: bool = True,
+    path: str | os.PathLike[str], clock: Clock, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, *, verify: bool = True,
     create: bool = True,
 ) -> Database:
     """Open the store at ``path``, creating it if absent (``create=False``: refuse instead, and
@@ -48,11 +47,11 @@ def open_database(
     which run on every harness event and must stay fast; the servers that write the store
     keep checking it.
     """
-    path = Path(path).expanduser().absolute()
+    path = os.path.abspath(os.path.expanduser(os.fspath(path)))  # strings: pathlib costs the hook milliseconds
     if create:
         _create_private(path)
-    elif not path.is_file():
-        raise StoreError(f"there is no store at {path}" + ("" if not path.exists() else " (not a regular file)")
+    elif not os.path.isfile(path):
+        raise StoreError(f"there is no store at {path}" + ("" if not os.path.exists(path) else " (not a regular file)")
                          + "; nothing was created")
     if not os.access(path, os.R_OK | os.W_OK):  # else SQLite says only "unable to open database file"
         lacking = "read" if not os.access(path, os.R_OK) else "written"
@@ -69,19 +68,20 @@ def open_database(
     return db
 
 
-def _create_private(path: Path) -> None:
+def _create_private(path: str) -> None:
     """Folder 0700, file 0600, created before SQLite touches them (SQLite gives the -wal and
     -shm files the database file's mode). An existing file is left exactly as it is."""
     try:
-        if not path.parent.exists():
-            os.makedirs(path.parent, mode=0o700, exist_ok=True)
-        if not path.exists():
+        folder = os.path.dirname(path)
+        if not os.path.exists(folder):
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        if not os.path.exists(path):
             with contextlib.suppress(FileExistsError):
                 # No connection is open in this process yet, so this descriptor holds no locks.
                 os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
     except OSError as exc:  # a regular file where a folder should be, /proc, a read-only folder
         raise StoreError(f"cannot create the store at {path}: {exc.strerror or exc}") from exc
-    if not path.is_file():
+    if not os.path.isfile(path):
         raise StoreError(f"{path} is not a regular file; refusing to use it as a store")
 
 

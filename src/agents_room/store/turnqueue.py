@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import errno
 import time
-from pathlib import Path
-from typing import Literal
 
 from .errors import StoreBusy
 from .sidefile import (
@@ -50,6 +48,10 @@ from .sidefile import (
     SideFile,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the hook's news path imports this module
+    from typing import Literal
+
 if SUPPORTED:
     from .sidefile import _TURN_OFF, _TURN_ON, _flock_call
 
@@ -64,7 +66,7 @@ class TurnQueue(SideFile):
     """One participant's handle on the turn. Methods named ``_…_locked`` (of
     :class:`.sidefile.SideFile`) run with the mutex held, after ``_begin`` set ``dirty``."""
 
-    def __init__(self, path: Path, timeout_s: float, borrow_max: int, borrow_s: float, slice_s: float,
+    def __init__(self, path: str, timeout_s: float, borrow_max: int, borrow_s: float, slice_s: float,
                  slice_min_s: float, round_s: float) -> None:
         self.borrow_max, self.borrow_ns, self.slice_us = borrow_max, int(borrow_s * 1e9), int(slice_s * 1e6)
         self.slice_min_us, self.round_us = min(int(slice_min_s * 1e6), self.slice_us), int(round_s * 1e6)
