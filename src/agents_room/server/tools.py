@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,6 +21,7 @@ from pydantic import BeforeValidator, Field
 
 from ..identity import Identity
 from ..store import Store
+from ..store.jsontext import compact_json
 
 
 @dataclasses.dataclass
@@ -315,7 +315,7 @@ TOOLS = (
 READ_ONLY = {"room_who", "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "drift_check"}
 
 
-_ONE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_ONE_LINE = compact_json(separators=(", ", ": "), ensure_ascii=False)
 
 
 def _answering(fn: Any) -> Any:

@@ -9,7 +9,6 @@ this shape, not a rewrite.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import stat
@@ -22,9 +21,10 @@ from typing import Any
 from .admission import WriteAdmission
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
+from .jsontext import compact_json
 
-# One encoder for every event payload: json.dumps with options builds a new one per call.
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+# One encoder for every event payload (see .jsontext).
+_COMPACT = compact_json()
 
 SCHEMA_VERSION = 2
 DEFAULT_BUSY_TIMEOUT_S = 5.0
