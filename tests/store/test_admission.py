@@ -507,8 +507,8 @@ def test_the_store_takes_its_turn_by_default(tmp_path: Path, monkeypatch: pytest
         before = store.db._admission.ticket
         assert store.lease_claim(sid, "a.txt").ok
         assert store.db._admission.ticket > before
-        # SQLite's own checkpoint would run inside the turn: it is off, and the store runs
-        # one after its turn instead.
+        # SQLite's own checkpoint (in any COMMIT past 1,000 pages) is off: the store runs
+        # one every so many turns instead.
         assert store.db.conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
 
 
@@ -533,6 +533,41 @@ def test_the_wal_is_checkpointed_after_turns(tmp_path: Path, monkeypatch: pytest
         for n in range(1500):
             store.lease_claim(sid, f"f{n}.txt", ttl_s=1)
         assert store.db.wal_bytes() < 8 * 1024 * 1024, store.db.wal_bytes()
+
+
+def test_the_wal_starts_over_under_writers_of_several_connections(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four connections writing at once: the periodic checkpoint runs inside its writer's
+    turn, so no one appends to the log meanwhile, it catches up, and the log starts over.
+    (Run after the turn, it raced the next writers and the WAL grew toward its 64 MiB bound.)"""
+    monkeypatch.delenv("AGENTS_ROOM_FAIR_ADMISSION", raising=False)
+    from agents_room.store import Store
+
+    db = tmp_path / "busy.db"
+    Store.open(db).close()
+    stores = [Store.open(db) for _ in range(4)]
+    failed: list[BaseException] = []
+
+    def write(store: Store, n: int) -> None:
+        try:
+            sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
+            for k in range(800):
+                store.lease_claim(sid, f"w{n}/f{k}.txt", ttl_s=1)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            failed.append(exc)
+
+    threads = [threading.Thread(target=write, args=(store, n)) for n, store in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert not failed, failed
+        assert stores[0].db.wal_bytes() < 8 * 1024 * 1024, stores[0].db.wal_bytes()
+    finally:
+        for store in stores:
+            store.close()
 
 
 def test_a_side_file_of_another_layout_falls_back_to_the_busy_handler(tmp_path: Path) -> None:

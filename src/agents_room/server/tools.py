@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -22,6 +21,7 @@ from pydantic import BeforeValidator, Field
 
 from ..identity import Identity
 from ..store import Store
+from ..store.jsontext import compact_json
 
 
 @dataclasses.dataclass
@@ -92,7 +92,13 @@ def _store(ctx: Context) -> Store:
 
 
 def _state(ctx: Context) -> State:
-    return ctx.request_context.lifespan_context
+    """The process's ``State``, from the request context. Read where pydantic keeps the
+    context's private values: the ``request_context`` property reaches them through
+    ``BaseModel.__getattr__``, which raises and catches an exception on every access (~3 µs
+    of every tool call). Through the property whenever the SDK keeps it elsewhere."""
+    private = getattr(ctx, "__pydantic_private__", None)
+    request = private.get("_request_context") if private else None
+    return (request or ctx.request_context).lifespan_context
 
 
 @functools.cache
@@ -105,16 +111,17 @@ _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 def plain(value: Any) -> Any:
     """Store records (frozen dataclasses) as plain JSON-able values: ``dataclasses.asdict``'s
-    answer at a fifth of its cost (it deep-copies every leaf, on every tool call)."""
+    answer at a fifth of its cost (it deep-copies every leaf, on every tool call). Leaves
+    are taken as they are without a call of their own: most values are leaves."""
     kind = type(value)
     if kind in _LEAVES:
         return value
     if kind is list or kind is tuple:
-        return [plain(v) for v in value]
+        return [v if type(v) in _LEAVES else plain(v) for v in value]
     if kind is dict:
-        return {k: plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _LEAVES else plain(v) for k, v in value.items()}
     if hasattr(kind, "__dataclass_fields__"):
-        return {name: plain(getattr(value, name)) for name in _field_names(kind)}
+        return {name: v if type(v := getattr(value, name)) in _LEAVES else plain(v) for name in _field_names(kind)}
     return value
 
 
@@ -315,7 +322,7 @@ TOOLS = (
 READ_ONLY = {"room_who", "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "drift_check"}
 
 
-_ONE_LINE = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
+_ONE_LINE = compact_json(separators=(", ", ": "), ensure_ascii=False)
 
 
 def _answering(fn: Any) -> Any:

@@ -29,9 +29,10 @@ A holder stopped inside its transaction holds SQLite's lock as well: the others 
 their ``timeout_s`` and get ``StoreBusy``, as they would from SQLite, and carry on once it is
 continued and commits. A queued head that is stopped is passed over.
 
-SQLite's auto-checkpoint runs inside COMMIT, so inside the turn, where every waiter waits
-for its fsyncs: a store using admission turns it off on its connection and runs a PASSIVE
-checkpoint after the turn in one turn out of every hundred or so (``ticket``).
+SQLite's auto-checkpoint runs inside COMMIT once the log passes 1,000 pages: a store using
+admission turns it off on its connection and runs a PASSIVE checkpoint at the end of one turn
+out of every hundred or so (``ticket``), still inside the turn, so that no writer appends
+to the log meanwhile and the next one can start it over (store/sqlite.py, ``_checkpoint``).
 
 Never carry an instance across ``fork()`` (the child would share its locks and record).
 Linux only (OFD locks, futex). On other systems, or on a CPU architecture whose futex
@@ -122,7 +123,7 @@ class WriteAdmission:
     def ticket(self) -> int:
         """The number of the latest turn this instance had: turns are numbered 1, 2, … across
         all processes, so ``ticket % n == 0`` picks one writer in every ``n`` turns (to run
-        a WAL checkpoint outside the turn, say). 0 before the first turn, or when off."""
+        a WAL checkpoint, say). 0 before the first turn, or when off."""
         return 0 if self._queue is None else self._queue.ticket
 
     def turn(self) -> _Turn:

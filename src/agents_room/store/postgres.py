@@ -21,7 +21,6 @@ judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Iterator
 from types import TracebackType
@@ -34,9 +33,10 @@ except ImportError as exc:  # the optional extra is not installed
 
 from .clock import Clock
 from .errors import RoomError, StoreBusy, StoreError
+from .jsontext import compact_json
 from .location import Location
 
-_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_COMPACT = compact_json()
 # NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
 MAIL_CHANNEL = "agents_room_mail_"
 
