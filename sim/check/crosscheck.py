@@ -3,8 +3,9 @@
 Every ``ok`` op that changes state has its event inside its wall window [invoke, completion];
 no ``fail`` op (nor a denied claim) has one; every ``info`` op is settled: its event was found
 or not. Grants, renewals and sends are matched by their identity (token, message id); the
-other kinds by key (kind, session, path) and time. A lease or send event that no op explains
-is a problem too: the store did something nobody asked for (or an ``info`` op took effect twice).
+other kinds by key (kind, session, path) and time. A lease, send or ack event that no op
+explains is a problem too: the store did something nobody asked for (or an ``info`` op took
+effect twice).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ KIND_OF = {
 IDENTIFIED = {"lease_grant": "token", "lease_renew": "token", "send": "message_id"}
 # Kinds where an ok op must have its event (an ok ack of an acked message writes nothing).
 MUST = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "note_read", "join", "leave", "read"})
-# Events that only an operation of the history can cause.
-CAUSED = frozenset({"lease_grant", "lease_renew", "lease_release", "send"})
+# Events that only an operation of the history can cause: an ack is the session's own msg_ack,
+# never a side effect of another session's (AK1).
+CAUSED = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "acked"})
 Key = tuple[str, Any, Any]
 
 

@@ -127,7 +127,8 @@ ORACLE_MUTANTS = (
     # the rules that had a check and no mutant of their own (docs/history.md's audit)
     _rule("leave_room_clears_all", ("sessions",), ("selectors", "read-answers", "autonomy")),
     _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order"), ci=True),
-    _rule("ack_all_readers", ("ack",), ("read-answers", "sessions")),  # (a departed reader's delivery acked too)
+    # (a departed reader's delivery acked too; an ack event its session never asked for)
+    _rule("ack_all_readers", ("ack",), ("read-answers", "sessions", "history-events")),
     _rule("ack_read_only_lookup", ("ack",)),
     _rule("sent_hides_undeliverable", ("delivery-exactly-once",)),
     _rule("claim_keeps_exclusive", ("lease-ttl",), LEASE_ALL),

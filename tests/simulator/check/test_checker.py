@@ -345,6 +345,18 @@ def test_a_grant_nobody_asked_for() -> None:
     assert violated(v) == {"history-events"} and "no operation in the history" in (v.counterexample or "")
 
 
+def test_an_ack_its_recipient_never_asked_for() -> None:
+    """A's ack moved B's delivery too (one event each): B's has no op of B's to explain it."""
+    r = good_run()
+    mid = r.send(0, "A", T0 + 2.0, {"B": "stored"})
+    r.recv(1, "B", T0 + 2.1, [mid])
+    r.event(T0 + 2.201, "B", "delivery", to="acked", items=[[mid, "read"]])
+    v = r.check()
+    assert violated(v) == {"history-events", "ack"}  # ack: AK1, the oracle's own reckoning
+    told = [x.message for x in v.violations if x.invariant == "history-events"]
+    assert len(told) == 1 and "delivery event" in told[0] and "no operation in the history" in told[0]
+
+
 def test_info_ops_are_settled_found_and_not_found() -> None:
     r = Run()
     r.event(T0 + 0.5, "A", "lease_grant", X, mode="exclusive", token=1, expires_at=T0 + 10, previous_mode=None)
