@@ -142,8 +142,9 @@ class Group:
         env = {"AGENTS_ROOM_DB": str(db)}
         command = ([serve_command(), "serve"] if kind == "serve" else
                    [sys.executable, "-m", "sim.bench.bare"] if kind == "bare" else [])
-        # The server children get the SDK's safe defaults (HOME, PATH, ...) plus these.
-        server_env = {**env, **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+        # The server children get the SDK's safe defaults (HOME, PATH, ...) plus these (the
+        # admission switch too, so an A/B of fair admission reaches the servers).
+        server_env = {**env, **{k: os.environ[k] for k in ("PYTHONPATH", "AGENTS_ROOM_FAIR_ADMISSION") if k in os.environ}}
         cfg = {"kind": kind, "db": str(db), "cwd": str(repo), "room": "repo:repo", "command": command,
                "env": server_env}
         (folder / "group.json").write_text(json.dumps(cfg, indent=1))
