@@ -190,9 +190,12 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
     if choice == "mode_change":
         # claim a lease it holds again in the other mode: an upgrade to exclusive (denied while
         # others share it: the denial must name one of them, never the claimer) or a step-down
-        # to shared; holding none, a shared claim of a hot path, the likeliest to be shared
+        # to shared; holding none, a shared claim of a hot path, the likeliest to be shared.
+        # Upgrades first (three times in four, when it shares a path): only an upgrade among
+        # sharers is denied with the claimer itself among the path's holders.
         if known.held:
-            path = rng.choice(sorted(known.held))
+            shared = sorted(p for p, h in known.held.items() if h.mode == "shared")
+            path = rng.choice(shared if shared and rng.random() < 0.75 else sorted(known.held))
             mode = "shared" if known.held[path].mode == "exclusive" else "exclusive"
             return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode},
                       "upgrade" if mode == "exclusive" else "step-down")

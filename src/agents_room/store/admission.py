@@ -19,7 +19,8 @@ transaction and measured at a third of the busy handler's throughput at 16 write
 turn taken from the queue opens a *slice* of ``SLICE_S``: when it ends with someone queued,
 its holder may take up to ``BORROW_MAX`` more turns ahead of the head ("borrow"), each
 within ``BORROW_S`` of its last release, until the slice is over; the head sleeps through
-those gaps instead of taking the turn, and has it next. Fairness is then per slice, not
+those gaps instead of taking the turn, and has it next. (A holder whose last turn came later
+than ``BORROW_S`` after its release before lends nothing: the head has the turn at once.) Fairness is then per slice, not
 per transaction: at 16 writers a full round is 16 slices, ~35 ms, and a writer's turns
 within its slice run on a warm cache. (Spinning instead of sleeping, or waking the head
 early to spin, measured slower: on a busy machine the spinner takes the CPU the holder

@@ -12,7 +12,9 @@
   to itself, so it may take the turn back (borrow) a few times before the head's turn. Its
   length is set when it opens, from how many wait then: ``round_s`` shared among them,
   within ``[slice_min_s, slice_s]`` (few waiters: long slices, few hand-overs; many: a round
-  of the queue stays about ``round_s``).
+  of the queue stays about ``round_s``). It lends only if its last turn began within
+  ``borrow_s`` of its release before: a writer in a loop comes back that soon, while an MCP
+  server between its client's calls would not, and the head would sleep out each lending.
 
 Linux only: :data:`SUPPORTED` (from :mod:`.sidefile`) says whether this machine qualifies.
 """
@@ -72,6 +74,12 @@ class TurnQueue(SideFile):
         self.slice_min_us, self.round_us = min(int(slice_min_s * 1e6), self.slice_us), int(round_s * 1e6)
         self.ticket = 0
         self.holding = False
+        # Whether we lend our slice to ourselves when we release (see ``leave``): we do when
+        # our last turn began within ``borrow_s`` of our release before it, so we are likely
+        # to come back that soon again (a writer in a loop), not when we came back later (a
+        # server between its client's calls: the head would sleep out the lending for nothing).
+        self.lends = True
+        self.left_ns = 0
         super().__init__(path, timeout_s)
 
     # -- the turn (hot paths: plain locals, since a Python call costs about what a syscall does)
@@ -79,6 +87,8 @@ class TurnQueue(SideFile):
     def take(self) -> bool:
         """The common case, tried first: nobody is queued and the turn is free. True when
         the turn is ours (it runs around every write transaction: kept to two syscalls)."""
+        if self.left_ns:
+            self.lends = time.monotonic_ns() - self.left_ns < self.borrow_ns
         if self.w[_HEAD]:
             return False
         try:
@@ -131,10 +141,14 @@ class TurnQueue(SideFile):
 
     def leave(self) -> None:
         w = self.w
-        if w[_HEAD]:  # lend the rest of our slice to ourselves: the head defers to it
-            if not w[_HOLDER] & _BORROWED:
-                w[_GRANTER], w[_BORROWS] = self.me, 0
-            self.q[_RELEASED_Q] = time.monotonic_ns()
+        self.left_ns = now = time.monotonic_ns()
+        if w[_HEAD]:
+            if self.lends:  # lend the rest of our slice to ourselves: the head defers to it
+                if not w[_HOLDER] & _BORROWED:
+                    w[_GRANTER], w[_BORROWS] = self.me, 0
+                self.q[_RELEASED_Q] = now
+            else:  # we will not be back within borrow_s: the head has the turn at once
+                w[_GRANTER] = 0
         w[_HOLDER] = 0
         self.holding = False
         _flock_call(self.fd, _TURN_OFF)
