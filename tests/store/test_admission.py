@@ -376,6 +376,31 @@ def test_a_releaser_borrows_only_within_its_slice(db: Path, spawn) -> None:
     me.close()
 
 
+def _head_waits_after(me: WriteAdmission, successor, gap_s: float) -> float:
+    """Take a turn, another ``gap_s`` after it, and queue ``successor`` behind the second;
+    how long after our release the successor had the turn."""
+    with me.turn():
+        pass
+    time.sleep(gap_s)
+    with me.turn():
+        successor.send("log -")
+        _wait_for(me, [os.getpid(), successor.pid])
+    released = time.monotonic()
+    return float(successor.expect("done")[0]) - released
+
+
+@pytest.mark.slow
+def test_a_releaser_lends_its_slice_only_if_it_came_back_soon(db: Path, spawn) -> None:
+    """A writer whose turn began within ``borrow_s`` of its last release (a loop) lends the
+    rest of its slice to itself: the head sleeps out the lending. One that came back later
+    (a server between its client's calls) lends nothing: the head has the turn at once."""
+    (successor,) = spawn(1, lend=True)  # the head reads the lending with borrow_s 0.15 too
+    me = WriteAdmission(db, 5.0, borrow_s=0.15, slice_s=0.19, round_s=1.0)
+    assert _head_waits_after(me, successor, 0.0) >= 0.12
+    assert _head_waits_after(me, successor, 0.3) < 0.1
+    me.close()
+
+
 @pytest.mark.slow
 def test_a_killed_borrower_hands_the_turn_to_the_waiting_head(db: Path, spawn) -> None:
     (borrower,), (head,) = spawn(1, lend=True), spawn(1)
