@@ -273,7 +273,16 @@ class Agent:
         seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
         mine = (k.got + tuple(got["message_ids"]))[-200:] if f == "msg_recv" and got else k.got
         mine = (mine + (got["message_id"],))[-200:] if f == "msg_send" and got else mine
-        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested)
+        first = k.first_sharer
+        if f == "lease_check" and got:  # listed first of several sharers: upgrade it next (workload)
+            holders = got["holders"]
+            if len(holders) > 1 and holders[0][0] == self.session and holders[0][1] == "shared":
+                first = args["path"]
+            elif first == args["path"]:
+                first = None
+        elif f == "lease_claim" and first == args["path"]:
+            first = None  # upgraded, or denied: once
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested, first)
 
     # -- phases ------------------------------------------------------------------------------------
 

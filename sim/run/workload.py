@@ -47,6 +47,7 @@ class Known:
     seen: tuple[int, ...] = ()  # message ids a room_history answer showed
     got: tuple[int, ...] = ()  # message ids its own msg_recv answers returned, and its own sends (the latest)
     contested: tuple[str, ...] = ()  # paths it read, then was denied a lease on: another took them since
+    first_sharer: str | None = None  # a path a lease_check listed it first of several sharers
 
 
 @dataclass(frozen=True)
@@ -191,11 +192,18 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         # claim a lease it holds again in the other mode: an upgrade to exclusive (denied while
         # others share it: the denial must name one of them, never the claimer) or a step-down
         # to shared; holding none, a shared claim of a hot path, the likeliest to be shared.
-        # Upgrades first (three times in four, when it shares a path): only an upgrade among
-        # sharers is denied with the claimer itself among the path's holders.
+        # Upgrades first: of a path a lease_check listed it first of several sharers on, the
+        # one denial that names a holder in the claimer's place if the store takes the first
+        # holder for the one in its way; else, three times in four when it shares a path, of
+        # the path it has shared longest (its oldest token: the likeliest others joined since).
         if known.held:
-            shared = sorted(p for p, h in known.held.items() if h.mode == "shared")
-            path = rng.choice(shared if shared and rng.random() < 0.75 else sorted(known.held))
+            shared = [p for p, h in known.held.items() if h.mode == "shared"]
+            if known.first_sharer in shared:
+                path = known.first_sharer
+            elif shared and rng.random() < 0.75:
+                path = min(shared, key=lambda p: known.held[p].token)
+            else:
+                path = rng.choice(sorted(known.held))
             mode = "shared" if known.held[path].mode == "exclusive" else "exclusive"
             return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode},
                       "upgrade" if mode == "exclusive" else "step-down")
