@@ -192,15 +192,11 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         # claim a lease it holds again in the other mode: an upgrade to exclusive (denied while
         # others share it: the denial must name one of them, never the claimer) or a step-down
         # to shared; holding none, a shared claim of a hot path, the likeliest to be shared.
-        # Upgrades first: of a path a lease_check listed it first of several sharers on, the
-        # one denial that names a holder in the claimer's place if the store takes the first
-        # holder for the one in its way; else, three times in four when it shares a path, of
-        # the path it has shared longest (its oldest token: the likeliest others joined since).
+        # Upgrades first: three times in four when it shares a path, of the path it has shared
+        # longest (its oldest token: the likeliest others joined since; see next_op too).
         if known.held:
             shared = [p for p, h in known.held.items() if h.mode == "shared"]
-            if known.first_sharer in shared:
-                path = known.first_sharer
-            elif shared and rng.random() < 0.75:
+            if shared and rng.random() < 0.75:
                 path = min(shared, key=lambda p: known.held[p].token)
             else:
                 path = rng.choice(sorted(known.held))
@@ -214,6 +210,12 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
 
 def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     """Draw the next operation from the mix, given what the agent knows."""
+    first = known.first_sharer
+    if first is not None and first in known.held and known.held[first].mode == "shared" and dict(w.mix).get("mode_change"):
+        # its lease_check listed it first of several sharers: it tries to take the file for
+        # itself at once (the one upgrade denied with the claimer itself the path's first
+        # holder: a store that names the first holder names the claimer)
+        return Op("lease_claim", {"path": first, "ttl_s": rng.choice(w.lease_ttl_s), "mode": "exclusive"}, "upgrade")
     names, weights = zip(*[(k, v) for k, v in w.mix if v > 0], strict=True)
     choice = rng.choices(names, weights)[0]
     if choice == "lease_claim":
