@@ -211,7 +211,7 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
 def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     """Draw the next operation from the mix, given what the agent knows."""
     first = known.first_sharer
-    if first is not None and first in known.held and known.held[first].mode == "shared" and dict(w.mix).get("mode_change"):
+    if first is not None and first in known.held and known.held[first].mode == "shared" and w.weights().get("mode_change"):
         # its lease_check listed it first of several sharers: it tries to take the file for
         # itself at once (the one upgrade denied with the claimer itself the path's first
         # holder: a store that names the first holder names the claimer)
