@@ -119,7 +119,42 @@ def crosscheck(ops: list[Op], events: list[Any], slack: float) -> CrossCheck:
     for key, key_ops in info.items():
         _settle(out, key_ops, by_key.get(key, []), slack)
     _orphans(out, by_key, info)
+    _wake_events(out, ops, events, slack)
     return out
+
+
+# A wake lever's look (``wake`` op) causes the moves to offered and accepted and the retry events.
+WAKE_MOVES = frozenset({"offered", "accepted"})
+
+
+def _wake_events(out: CrossCheck, ops: list[Op], events: list[Any], slack: float) -> None:
+    """Each offer, acceptance and retry event belongs to a look of its recipient's lever around
+    it (in a run, each agent's lever looks for its own session only); one outside every look is
+    something nobody asked for."""
+    looks: dict[Any, list[Op]] = defaultdict(list)
+    for op in ops:
+        if op.f == "wake" and op.session is not None:
+            looks[op.session].append(op)
+    for ev in events:
+        if ev.kind != "wake" and not (ev.kind == "delivery" and ev.payload.get("to") in WAKE_MOVES):
+            continue
+        out.checked += 1
+        mine = looks.get(ev.session_id, ())
+        op = next((o for o in mine if o.start <= ev.at and (o.end is None or ev.at <= o.end)), None) or next(
+            (o for o in mine if o.start - slack <= ev.at and (o.end is None or ev.at <= o.end + slack)), None)
+        if op is None:
+            what = ev.payload.get("to") or "retry"
+            out.problems.append(Problem("history-events", (
+                f"{ev.kind} event seq {ev.seq} ({what} of messages {_items(ev)} to session {ev.session_id}, at "
+                f"{stamp(ev.at)}) has no wake look of that session around it: no operation asked for it"),
+                {"seq": ev.seq, "at": ev.at, "session": ev.session_id}))
+        else:
+            out.owner[ev.seq] = op
+
+
+def _items(ev: Any) -> list[Any]:
+    items = ev.payload.get("items") or ()
+    return [i[0] if isinstance(i, list | tuple) else i for i in items][:10]
 
 
 def _match_identity(out: CrossCheck, op: Op, kind: str, key: Key | None, by_id: dict, slack: float) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .model import stamp
 from .operation import Op
+from . import oracle_wake
 from .oracle_leases import on_expire, on_grant, on_release, on_renew
 from .oracle_state import EPS, LEVEL, READ, UNREAD, Hold, Oracle, Sess
 from .rules import GROUPS
@@ -34,9 +35,13 @@ def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), sl
     """Replay ``events`` (seq order) with ``owner`` (event seq -> the op that caused it, from
     the cross-check) and ``ops`` (the history's operations) and collect every rule the store broke."""
     o = Oracle(slack=slack)
+    starts: dict[str, list[float]] = {}
     for op in ops:
         if op.f == "msg_ack" and op.outcome != "fail":
             o.acks[(op.session, op.args.get("message_id"))].append(op)
+        if op.session is not None and op.f != "wake":
+            starts.setdefault(op.session, []).append(op.start)
+    o.tool_starts = {sid: sorted(s) for sid, s in starts.items()}
     for ev in events:
         if ev.kind == "leave":
             o.leave_at[ev.session_id] = (ev.seq, ev.at)
@@ -129,6 +134,7 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
     lever = p.get("wake_lever") or (prev.lever if prev else None)  # a rejoin without one keeps the old
     o.sessions[sid] = Sess(set(want if args is not None else rooms), tagset, p.get("cwd", prev.cwd if prev else None),
                            str(p.get("autonomy") or level), key, lever=lever, lever_known=known)
+    oracle_wake.levels(o, sid, seq)
     _members(o, seq)
 
 
@@ -154,6 +160,7 @@ def _leave(o: Oracle, ev: Any, op: Op | None) -> None:
     if s is not None:
         s.live = False
         s.rooms = set()
+        oracle_wake.levels(o, sid, seq)
     _members(o, seq)
 
 
@@ -198,6 +205,7 @@ def _autonomy(o: Oracle, ev: Any, op: Op | None) -> None:
                f"{s.autonomy}", ev.seq, ev.at, session=ev.session_id)
     if s is not None and str(ev.payload.get("reason", "")).startswith("cap:"):
         s.autonomy = str(ev.payload.get("to"))  # a rejoin's own change is judged at its join
+        oracle_wake.levels(o, ev.session_id, ev.seq)
 
 
 # -- messages -----------------------------------------------------------------------------------------
@@ -273,6 +281,7 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
         o.inbox_tl[rid].append((seq, o.inbox[rid]))
         o.state[(mid, rid)] = initial
         o.pair_tl[(mid, rid)].append((seq, initial))
+        oracle_wake.sent(o, mid, rid, initial, seq, at)
         if initial in UNREAD:
             o.unread[rid].add(mid)
             o.unread_tl[rid].append((seq, frozenset(o.unread[rid])))
@@ -298,6 +307,10 @@ def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
     items = [int(i[0]) for i in p.get("items") or ()]
     if to == "read":
         _read(o, ev, op, items)
+    elif to == "offered":
+        oracle_wake.offered(o, ev, op, items)
+    elif to == "accepted":
+        oracle_wake.accepted(o, ev, op, items)
     elif to == "expired":
         leave = o.leave_at.get(sid)
         in_leave = leave is not None and leave[0] > seq and leave[1] == at
@@ -326,6 +339,7 @@ def _delivery(o: Oracle, ev: Any, op: Op | None) -> None:
     for mid in items:
         o.state[(mid, sid)] = to
         o.pair_tl[(mid, sid)].append((seq, to))
+        oracle_wake.moved(o, mid, sid, to, seq, at)
         if to not in UNREAD:
             o.unread[sid].discard(mid)
     o.unread_tl[sid].append((seq, frozenset(o.unread[sid])))
@@ -359,5 +373,5 @@ def _read(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
 _HANDLERS = {
     "join": _join, "leave": _leave, "leave_room": _leave_room, "cap": _cap, "autonomy": _autonomy,
     "send": _send, "delivery": _delivery, "lease_grant": on_grant, "lease_renew": on_renew,
-    "lease_release": on_release, "lease_expire": on_expire,
+    "lease_release": on_release, "lease_expire": on_expire, "wake": oracle_wake.retried,
 }

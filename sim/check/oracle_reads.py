@@ -4,7 +4,8 @@ events that bracket its wall window [invoke - slack, completion + slack]: an ans
 if it matches the model at *some* moment of that window (time included: a lease or a
 message's ttl_s may run out inside it), and a violation when it matches none.
 
-Rules: ``sim/check/rules.py`` (SR4's refusals, RV3, AK2, AK3, LR1-LR3, RD1-RD7).
+Rules: ``sim/check/rules.py`` (SR4's refusals, RV3, AK2, AK3, LR1-LR3, RD1-RD7, and WK3 of a
+wake lever's look, which writes an event only when it signals).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from .model import Problem
 from .operation import Op
 from .oracle_state import UNREAD, Hold, Oracle
+from .oracle_wake import judge_look
 from .window import Commits, window
 from .rules import problem
 
@@ -275,4 +277,5 @@ _JUDGES = {
     "lease_claim": _claim, "lease_renew": _not_held("LR2", "renewal"), "lease_release": _not_held("LR3", "release"),
     "msg_recv": _recv, "msg_unread": _unread, "room_who": _who, "lease_check": _lease_check,
     "lease_list": _lease_list, "room_history": _history, "msg_sent": _sent, "msg_ack": _ack,
+    "wake": judge_look,  # a lever's look: what it had to signal (sim/check/oracle_wake.py)
 }

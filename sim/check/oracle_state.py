@@ -69,6 +69,18 @@ class Oracle:
     acks: dict[tuple[Any, Any], list[Op]] = field(default_factory=lambda: defaultdict(list))
     slack: float = 0.01
     pending_cap: tuple[str, str, float, int] | None = None
+    # the wake rules (sim/check/oracle_wake.py): each session's (autonomy, lever, live) timeline,
+    # each delivery to a recipient with a lever: its (state, last signal) timeline, when it was
+    # sent and when it stopped being due; the last signal of every delivery; the deliveries each
+    # look (process, index) signalled or accepted; the starts of each session's tool calls
+    level_tl: dict[str, list[tuple[int, Any]]] = field(default_factory=lambda: defaultdict(list))
+    wake_tl: dict[tuple[int, str], list[tuple[int, Any]]] = field(default_factory=lambda: defaultdict(list))
+    wake_pairs: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    due_from: dict[tuple[int, str], float] = field(default_factory=dict)
+    due_until: dict[tuple[int, str], float] = field(default_factory=dict)
+    signal_at: dict[tuple[int, str], float] = field(default_factory=dict)
+    looked: dict[tuple[int, int], set[tuple[int, str]]] = field(default_factory=lambda: defaultdict(set))
+    tool_starts: dict[str, list[float]] = field(default_factory=dict)
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
         self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))

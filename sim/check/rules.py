@@ -68,6 +68,15 @@ RULES: dict[str, dict[str, str]] = {
         "LV2": "leave and prune expire every unread delivery of the session",
         "LV3": "leave reports and clears exactly the rooms the session was in",
     },
+    "wake": {
+        "WK1": "a delivery is offered only by its recipient's own lever, to a live recipient at wake with a wake "
+               "lever, while its message's ttl_s has not passed",
+        "WK2": "a retry signals only an offered delivery last signalled at least the retry window before",
+        "WK3": "a lever's look signals every delivery due throughout it (stored, or offered and last signalled "
+               "a retry window before), or accepts it",
+        "WK4": "an offered delivery is accepted only when the lever confirmed its signal or the recipient made a "
+               "tool call after it",
+    },
     "read-answers": {
         "RD1": "room_who lists the live sessions sharing a room with the caller, itself included",
         "RD2": "msg_unread counts the unread deliveries whose ttl_s has not passed",

@@ -29,7 +29,7 @@ from ..faults.clock import SharedClock
 from ..faults.saboteur import Control, Saboteur
 from ..scenario import scenario as scenario_mod
 from . import workload
-from .drivers import Driver, OpError, open_driver
+from .drivers import SIM_LEVER, Driver, OpError, open_driver
 from .workload import Held, Known, Op
 
 # How long an agent starts its driver again while the store cannot be reached (a nemesis's
@@ -37,6 +37,8 @@ from .workload import Held, Known, Op
 START_RETRY_S = 20.0
 
 MAX_UNACKED = 200
+# An idle agent's wake lever looks this many times, a retry window apart, with no tool call between.
+IDLE_LOOKS = 5
 
 
 def start_driver(open_: Callable[[], Driver], retry_s: float = START_RETRY_S) -> Driver:
@@ -80,6 +82,8 @@ class Config:
     host: str | None = None  # the simulated host it runs on ([hosts]), whose driver may differ
     driver: str | None = None  # its host's driver; None: [run] driver
     http_url: str | None = None  # the http driver: its host's agents-room serve --http for its repo
+    autonomy: str | None = None  # the level it joins at (its repo's); None: drawn with rejoin, else the default
+    wake_lever: bool = False  # it joins with the simulator's wake lever (drivers.SIM_LEVER)
 
     @classmethod
     def load(cls, path: str) -> Config:
@@ -161,14 +165,20 @@ class Agent:
     # -- operations --------------------------------------------------------------------------------
 
     def _join_args(self) -> dict[str, Any]:
-        return {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
+        args = {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
                 "harness": "sim", "harness_key": self.cfg.harness_key}
+        if self.cfg.wake_lever:
+            args["wake_lever"] = SIM_LEVER
+        return args
 
     def join(self) -> bool:
-        """Join (or rejoin by harness key). In a mix with ``rejoin``, a join asks a drawn level
-        too (from its own stream, so the workload's draws stay as they were)."""
+        """Join (or rejoin by harness key), at its repo's level if it names one. Else, in a mix
+        with ``rejoin``, a join asks a drawn level too (from its own stream, so the workload's
+        draws stay as they were)."""
         args = self._join_args()
-        if self.w.weights().get("rejoin", 0) > 0:
+        if self.cfg.autonomy:
+            args["autonomy"] = self.cfg.autonomy
+        elif self.w.weights().get("rejoin", 0) > 0:
             args["autonomy"] = self.join_rng.choice(workload.LEVELS)
         got = self.record("room_join", args)
         if got is None:
@@ -226,6 +236,11 @@ class Agent:
                 self.known = Known(peers=self.known.peers)
                 self.session = None
                 self.join()
+            return
+        if op.f == "wake" and op.kind == "idle":  # idle past the retry window, nothing but the lever's looks
+            for _ in range(IDLE_LOOKS):
+                time.sleep(op.args["retry_s"] * 1.2)
+                self.record("wake", {**args, "session_id": self.session}, extra)
             return
         if op.f == "rejoin":  # by harness key: same session, rooms kept, autonomy raised at most
             got = self.record("room_join", {**self._join_args(), "autonomy": op.args["autonomy"]}, extra)

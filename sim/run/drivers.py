@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -161,6 +162,8 @@ class DirectDriver:
     def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]:
         start = time.thread_time_ns()
         try:
+            if f == "wake":
+                return self._wake(args)
             if f == "room_join":
                 result = self.store.room_join(cwd=self.cwd, pid=os.getpid(), **args)
             else:
@@ -171,11 +174,42 @@ class DirectDriver:
             self._cpu_ns += time.thread_time_ns() - start
         return digest(f, args, result)
 
+    def _wake(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The agent's wake lever looks once: ``agents_room.wake.deliver`` for its session, as a
+        server's watcher runs it, with a lever that answers as told. Several transactions: an
+        error part way may leave some of them done, so its outcome is ``info``."""
+        from agents_room.wake import deliver
+
+        lever = ScriptedLever(ANSWERS[args["answer"]])
+        try:
+            signals = deliver(self.store, lever, session_id=args["session_id"], retry_s=args["retry_s"])
+        except self._room_error as exc:
+            raise OpError(exc.code, exc.text, "info") from None
+        return {"signals": [[list(s.message_ids), s.accepted] for s in signals]}
+
     def cpu_s(self) -> float:
         return self._cpu_ns / 1e9
 
     def close(self) -> None:
         self.store.close()
+
+
+# The simulator's wake lever: the name its agents record at room_join (scenario key
+# ``wake_lever``), and how it answers a signal (the workload draws one per look).
+SIM_LEVER = "sim"
+ANSWERS: dict[str, bool | None] = {"accept": True, "unknown": None, "refuse": False}
+
+
+@dataclass(frozen=True)
+class ScriptedLever:
+    """A wake lever that signals nothing real and answers as scripted: ``True`` the harness
+    took the signal, ``None`` it cannot say, ``False`` it refused (``agents_room.wake.WakeLever``)."""
+
+    answer: bool | None
+    name: str = SIM_LEVER
+
+    def signal(self, session: Any, deliveries: list[Any]) -> bool | None:
+        return self.answer
 
 
 # -- mcp -----------------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ class Runner:
             "agent": name, "agent_no": no, "n_agents": n_total, "generation": generation, "cwd": str(repo_path),
             "files": [str(repo_path / f) for f in files], "hot": hot, "rooms": list(repo.rooms),
             "tags": list(repo.tags), "all_tags": self.scn.tags, "harness_key": key, "db": str(self.layout.db),
+            "autonomy": repo.autonomy, "wake_lever": repo.wake_lever,
             "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),
             "env": server_env, **self.agent_config,
         }

@@ -134,6 +134,8 @@ def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random
 
 
 LEVELS = ("hold", "notify", "wake")
+# What the simulator's wake lever answers a signal (drivers.ScriptedLever): accepted, unknown, refused.
+WAKE_ANSWERS = ("accept", "unknown", "refuse")
 
 
 def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Random) -> Op:
@@ -261,6 +263,12 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return Op("room_leave_room", {"room": rng.choice(files.rooms)})
     if choice == "churn":
         return Op("churn", {})
+    if choice in ("wake", "wake_idle"):
+        # the agent's wake lever looks for due deliveries and signals them; the lever's answer
+        # is drawn: the harness took it, cannot say, or refused. Idle: it looks again a retry
+        # window later, with no tool call between (``Agent.perform``), as for an agent asleep.
+        args = {"retry_s": w.wake_retry_s, "answer": rng.choice(WAKE_ANSWERS)}
+        return Op("wake", args, "idle" if choice == "wake_idle" else "")
     return _more(w, files, known, choice, rng)
 
 

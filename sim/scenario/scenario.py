@@ -32,7 +32,11 @@ MIX_KEYS = (
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
     "renew_stale", "release_stale", "unread_paused", "stale_session", "ack_seen", "mode_change",
+    "wake", "wake_idle",
 )
+# The wake lever's entries: the direct driver runs agents_room.wake.deliver with a lever of the
+# simulator's own (the MCP tools have no such call: a server's watcher does it).
+WAKE_KEYS = ("wake", "wake_idle")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
 
@@ -56,6 +60,8 @@ class Repo:
     files: int = 8
     rooms: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    autonomy: str | None = None  # the level its agents join at; None: the store's default (or drawn, with rejoin)
+    wake_lever: bool = False  # its agents join with a wake lever (the simulator's own; direct driver)
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Workload:
     body_bytes: int = 64
     recv_limit: int = 20
     message_ttl_s: tuple[int, ...] = ()  # a send draws one; 0 sends without ttl_s
+    wake_retry_s: float = 0.25  # the retry window a wake op passes (the shipped watcher's is 60 s)
     think: Think = Think()
     mix: tuple[tuple[str, float], ...] = ()
 
@@ -145,6 +152,7 @@ class Scenario:
             run = dataclasses.replace(run, seed=int(seed))
         if driver is not None:
             run = dataclasses.replace(run, driver=choice("--driver", driver, ("direct", "mcp")))
+            _check_wake(self.repos, self.workload, run)
         plan = self.hosts
         if hosts is not None:
             if plan is None:
@@ -203,9 +211,16 @@ def _read_repo(data: Any, i: int) -> Repo:
         files=t.integer("files", Repo.files, 1, 10_000),
         rooms=t.names("rooms", ROOM_RE, "room name"),
         tags=t.names("tags", NAME_RE, "tag"),
+        autonomy=_level(t, "autonomy"),
+        wake_lever=t.take("wake_lever", False, kinds=(bool,)),
     )
     t.done()
     return repo
+
+
+def _level(t: Table, key: str) -> str | None:
+    value = t.take(key, None, kinds=(str,))
+    return value if value is None else choice(f"[{t.where}] {key}", value, ("hold", "notify", "wake"))
 
 
 def _read_workload(t: Table) -> Workload:
@@ -237,6 +252,7 @@ def _read_workload(t: Table) -> Workload:
         edit_margin_s=t.number("edit_margin_s", Workload.edit_margin_s, 0, 60),
         body_bytes=t.integer("body_bytes", Workload.body_bytes, 0, 65_536),
         recv_limit=t.integer("recv_limit", Workload.recv_limit, 1, 1000),
+        wake_retry_s=t.number("wake_retry_s", Workload.wake_retry_s, 0.01, 3600),
         think=think,
         mix=mix,
     )
@@ -292,6 +308,7 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     workload = _read_workload(top.sub("workload"))
     open_loop = _read_open_loop(top.sub("open_loop"))
     expect = _read_expect(top.sub("expect"))
+    _check_wake(repos, workload, run)
     faults = faultplan.read(top.sub("faults"))
     faultplan.check_fit(faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
     host_plan = read_hosts(top.sub("hosts"))
@@ -305,6 +322,20 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     if host_plan is not None and host_plan.agents_per_host:  # the file's own count of agents per host
         scenario = dataclasses.replace(scenario, repos=_spread(repos, host_plan.count * host_plan.agents_per_host))
     return scenario
+
+
+def _check_wake(repos: tuple[Repo, ...], w: Workload, run: Run) -> None:
+    """Wake levers are the direct driver's: a stdio server records its lever from its
+    environment, and its watcher, not a tool, signals."""
+    if run.driver == "direct":
+        return
+    levers = [r.name for r in repos if r.wake_lever]
+    if levers:
+        raise ScenarioError(f"[repos] wake_lever: the {run.driver} driver cannot give an agent the simulator's lever "
+                            f"(repos {levers}); use driver = \"direct\"")
+    wake = [k for k, v in w.mix if k in WAKE_KEYS and v > 0]
+    if wake:
+        raise ScenarioError(f"[workload.mix] {wake[0]}: wake ops need driver = \"direct\", not {run.driver!r}")
 
 
 def load(path: str | Path) -> Scenario:
@@ -322,7 +353,7 @@ def load(path: str | Path) -> Scenario:
 # Operations as they appear in the history (tool names, plus the real file write).
 OPERATIONS = (
     "room_join", "room_who", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
-    "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit",
+    "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit", "wake",
 )
 
 

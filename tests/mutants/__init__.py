@@ -17,6 +17,7 @@ from pathlib import Path
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 REGRESSION = SCENARIOS / "regression.toml"
 ORACLE = SCENARIOS / "oracle.toml"
+WAKE = SCENARIOS / "wake.toml"
 
 # A broken lease store may also answer drift checks wrongly (they are judged against who held
 # the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
@@ -135,6 +136,13 @@ ORACLE_MUTANTS = (
     _rule("inbox_read_forgets_acked", ("read-answers",)),
     _rule("undeliverable_or_for_and", ("autonomy",)),
     _rule("denial_names_first_holder", ("lease-rules",), LEASE_ALL),
+    # the wake lever's rules, on scenarios/wake.toml
+    _rule("offer_any_level", ("wake",), scenario=WAKE, ci=True),
+    _rule("offer_expired", ("wake",), scenario=WAKE),
+    _rule("retry_names_all", ("wake",), scenario=WAKE),
+    _rule("retry_flipped", ("wake",), scenario=WAKE),
+    _rule("retry_without_event", ("wake",), scenario=WAKE),
+    _rule("confirm_by_created", ("wake",), scenario=WAKE),
 )
 MUTANTS = MUTANTS + ORACLE_MUTANTS
 BY_NAME = {m.name: m for m in MUTANTS}

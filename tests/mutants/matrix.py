@@ -76,19 +76,25 @@ def run_sim(mutant: Mutant | None, out: Path, *, scenario: Path = REGRESSION, se
                report, done.stdout, done.stderr, time.monotonic() - started)
 
 
-# A run that made fewer lease claims than this did too little work to show a bug either way
-# (a starved machine: the scenario's seconds passed with the agents mostly waiting for a core).
+# A run that made fewer lease claims (or wake looks, in the wake scenario) than this did too
+# little work to show a bug either way (a starved machine: the scenario's seconds passed with
+# the agents mostly waiting for a core).
 STARVED_CLAIMS = 200
+
+
+def count(run: Run, f: str) -> int:
+    """The operations of ``f`` the run's report counted."""
+    return next((o["count"] for o in run.report.get("operations", []) if o["f"] == f), 0)
 
 
 def claims(run: Run) -> int:
     """The lease_claim operations the run's report counted."""
-    return next((o["count"] for o in run.report.get("operations", []) if o["f"] == "lease_claim"), 0)
+    return count(run, "lease_claim")
 
 
 def starved(run: Run) -> bool:
     """Ended valid with too little work to have shown anything (see STARVED_CLAIMS)."""
-    return run.verdict == "valid" and run.exit == 0 and claims(run) < STARVED_CLAIMS
+    return run.verdict == "valid" and run.exit == 0 and claims(run) + count(run, "wake") < STARVED_CLAIMS
 
 
 def caught(mutant: Mutant, run: Run) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agents_room.store import Store, bounds, leases, messages, reads, rooms, sessions
+from agents_room.store import Store, bounds, leases, messages, reads, rooms, sessions, wake
 from agents_room.store.messages import Message
 
 from .mutation import rewrite
@@ -174,6 +174,25 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "inbox_read_forgets_acked": ("RD7", messages, "inbox", "CASE WHEN state IN ('read', 'acked') THEN 1",
                                  "CASE WHEN state = 'read' THEN 1",
                                  "an empty msg_recv's inbox block counts read deliveries, forgetting the acked ones"),
+    # -- wake levers (scenarios/wake.toml)
+    "offer_any_level": ("WK1", wake, "offers", "WHERE left_at IS NULL AND autonomy = 'wake' AND wake_lever",
+                        "WHERE left_at IS NULL AND wake_lever",
+                        "a lever's offers ignore the level: a session at notify or hold with a lever is signalled"),
+    "offer_expired": ("WK1", wake, "offers", 'f"d.recipient = ? AND {FRESH} AND ((d.state',
+                      'f"d.recipient = ? AND ? IS NOT NULL AND ((d.state',
+                      "a lever's offers forget the message's ttl_s: a message that ran out is signalled"),
+    "retry_names_all": ("WK2", wake, "mark_offered", "lever=lever, items=again, retry=True",
+                        "lever=lever, items=message_ids, retry=True",
+                        "the retry event names every delivery signalled, the first offers among them"),
+    "retry_flipped": ("WK3", wake, "offers", "(d.state = 'offered' AND d.offered_at <= ?)",
+                      "(d.state = 'offered' AND d.offered_at >= ?)",
+                      "the retry test is flipped: offers signalled inside the window are due, the overdue never"),
+    "retry_without_event": ("WK3", wake, "mark_offered",
+                            'tx.event("wake", session_id, lever=lever, items=again, retry=True)', "pass",
+                            "a retry refreshes offered_at but writes no wake event"),
+    "confirm_by_created": ("WK4", wake, "confirm_by_activity", "s.last_seen > d.offered_at",
+                           "s.last_seen > d.created_at",
+                           "a turn is proved by a tool call after the delivery was made, not after its signal"),
     # -- drift
     "drift_ignores_later_grants": ("drift", reads, "drift_check", "holder = held_then or tx.scalar(",
                                    "holder = held_then and tx.scalar(",

@@ -307,3 +307,106 @@ def test_the_verdict_names_each_broken_rule_with_its_first_counterexample() -> N
     assert v.rules["SE1"]["invariant"] == "selectors"
     assert v.rules["SE1"]["first"].startswith("[SE1] seq 4 ") and "extra ['A']" in v.rules["SE1"]["first"]
     assert v.to_dict()["rules"] == v.rules
+
+
+# -- wake levers (WK1-WK4): each agent's lever looks for its own session -----------------------------
+
+
+def lever_run() -> Run:
+    """S at wake with a lever, N at notify with a lever, A a plain sender; one room."""
+    r = Run()
+    for s, level, lever in (("S", "wake", "sim"), ("N", "notify", "sim"), ("A", "notify", None)):
+        t = r.tick()
+        r.rooms[s] = [R]
+        r.event(t + 0.001, s, "join", rooms=[R], autonomy=level, harness_key=f"k-{s}", rejoin=False, tags=[],
+                cwd="/w/r", wake_lever=lever)
+        args = {"extra_rooms": [], "tags": [], "harness_key": f"k-{s}", "autonomy": level,
+                **({"wake_lever": lever} if lever else {})}
+        r.op(None, "room_join", args, t, result={"session_id": s, "rooms": [R], "autonomy": level})
+    return r
+
+
+def look(r: Run, s: str, answer: str = "unknown", *, offered: list[int] = (), retried: list[int] = (),
+         accepted: list[int] = (), wait: float = 0.0) -> None:
+    """One look of ``s``'s lever (retry window 0.2 s), ``wait`` seconds after the last step,
+    with the events the store wrote for it."""
+    r.t += wait
+    t = r.tick()
+    if offered:
+        r.event(t + 0.001, s, "delivery", to="offered", items=[[m, "stored"] for m in offered])
+    if retried:
+        r.event(t + 0.001, s, "wake", lever="sim", items=list(retried), retry=True)
+    if accepted:
+        r.event(t + 0.001, s, "delivery", to="accepted", items=[[m, "offered"] for m in accepted])
+    signalled = [*offered, *retried]
+    verdict = {"accept": True, "unknown": None, "refuse": False}[answer]
+    r.op(s, "wake", {"retry_s": 0.2, "answer": answer},
+         t, result={"signals": [[signalled, verdict]] if signalled else []})
+
+
+def test_a_lever_that_offers_retries_and_is_confirmed_is_valid() -> None:
+    r = lever_run()
+    m1 = r.send("A", "*", ["S", "N"])
+    look(r, "S", offered=[m1])  # the lever cannot say
+    look(r, "S")  # inside the retry window: nothing due
+    look(r, "S", retried=[m1], wait=0.3)  # past it, with no tool call between: signalled again
+    look(r, "N")  # at notify: nothing is ever due
+    m2 = r.send("A", "S", ["S"])
+    look(r, "S", "accept", offered=[m2], accepted=[m2])  # the lever confirmed it
+    r.op("S", "msg_unread", {}, r.tick(), result={"count": 2})  # a tool call after the signals
+    look(r, "S", accepted=[m1])  # the turn came: confirmed by it
+    t = r.tick()
+    r.event(t + 0.001, "S", "delivery", to="read", items=[[m1, "accepted"], [m2, "accepted"]])
+    r.op("S", "msg_recv", {"limit": 100}, t, result={"message_ids": [m1, m2]})
+    drain(r, "A", "S")
+    r.recv("N", [m1])
+    v = r.check()
+    assert v.verdict == "valid", v.violations
+    assert v.invariants["wake"].checked >= 6
+
+
+def test_an_offer_to_a_session_not_at_wake_or_of_a_message_run_out() -> None:
+    r = lever_run()
+    m1 = r.send("A", "*", ["S", "N"])
+    look(r, "N", offered=[m1])
+    m2 = r.send("A", "S", ["S"], ttl=0.01)
+    look(r, "S", offered=[m1, m2], wait=0.1)
+    v = r.check()
+    assert rules(v) == {"WK1"}
+    assert len([x for x in v.violations if x.details.get("rule") == "WK1"]) == 2
+
+
+def test_a_retry_inside_the_window_and_a_due_offer_left_alone() -> None:
+    r = lever_run()
+    m1 = r.send("A", "S", ["S"])
+    look(r, "S", offered=[m1])
+    look(r, "S", retried=[m1])  # 50 ms after its signal, with a 200 ms window
+    assert rules(r.check()) == {"WK2"}
+    r = lever_run()
+    m1 = r.send("A", "S", ["S"])
+    look(r, "S", offered=[m1])
+    look(r, "S", wait=0.3)  # due for a retry, and the look signalled nothing
+    assert rules(r.check()) == {"WK3"}
+    r = lever_run()
+    r.send("A", "S", ["S"])
+    look(r, "S", wait=0.1)  # stored before the look began: due, never offered
+    assert rules(r.check()) == {"WK3"}
+
+
+def test_an_acceptance_needs_the_levers_word_or_a_turn() -> None:
+    r = lever_run()
+    m1 = r.send("A", "S", ["S"])
+    look(r, "S", "refuse", offered=[m1])
+    look(r, "S", accepted=[m1])  # no tool call of S since the signal, and the lever refused
+    v = r.check()
+    assert rules(v) == {"WK4"}
+    assert "made no tool call after its signal" in v.counterexample
+
+
+def test_a_wake_event_with_no_look_of_its_session_around_it() -> None:
+    r = lever_run()
+    m1 = r.send("A", "S", ["S"])
+    r.event(r.tick() + 0.001, "S", "delivery", to="offered", items=[[m1, "stored"]])
+    v = r.check()
+    assert "history-events" in {x.invariant for x in v.violations}
+    assert any("no wake look of that session" in x.message for x in v.violations)

@@ -106,6 +106,26 @@ def test_structure_mistakes_are_named() -> None:
         "agents = 1", "agents = 0"))
 
 
+def test_wake_levers_are_read_and_refused_off_the_direct_driver() -> None:
+    text = GOOD.replace('tags = ["backend"]', 'tags = ["backend"]\nautonomy = "wake"\nwake_lever = true').replace(
+        "msg_recv = 2", "msg_recv = 2\nwake_idle = 1") + "\n[workload]\nwake_retry_s = 0.5\n"
+    s = parse(text)
+    assert (s.repos[0].autonomy, s.repos[0].wake_lever) == ("wake", True)
+    assert (s.repos[1].autonomy, s.repos[1].wake_lever) == (None, False)
+    assert s.workload.wake_retry_s == 0.5 and parse(to_toml(s), s.name) == s
+    assert "[repos.0] autonomy: must be one of hold, notify, wake, got 'asleep'" in refused(
+        text.replace('autonomy = "wake"', 'autonomy = "asleep"'))
+    assert "[repos.0] wake_lever: must be true or false, got string" in refused(
+        text.replace("wake_lever = true", 'wake_lever = "yes"'))
+    assert "[workload] wake_retry_s: must be from 0.01" in refused(text.replace("wake_retry_s = 0.5", "wake_retry_s = 0"))
+    mcp = text.replace("[run]", '[run]\ndriver = "mcp"')
+    assert "[repos] wake_lever: the mcp driver cannot give an agent the simulator's lever" in refused(mcp)
+    assert "[workload.mix] wake_idle: wake ops need driver = \"direct\"" in refused(
+        mcp.replace("wake_lever = true", "wake_lever = false"))
+    with pytest.raises(ScenarioError, match="wake_lever: the mcp driver"):
+        s.with_overrides(driver="mcp")
+
+
 def test_overrides_are_checked_and_spread_agents_in_proportion() -> None:
     s = parse(GOOD)
     scaled = s.with_overrides(agents=10, duration_s=7, seed=9, driver="mcp")
