@@ -42,6 +42,7 @@ def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), sl
         if op.session is not None and op.f != "wake":
             starts.setdefault(op.session, []).append(op.start)
     o.tool_starts = {sid: sorted(s) for sid, s in starts.items()}
+    _key_spans(o, ops)
     for ev in events:
         if ev.kind == "leave":
             o.leave_at[ev.session_id] = (ev.seq, ev.at)
@@ -57,6 +58,21 @@ def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), sl
     for group in GROUPS:
         o.checked.setdefault(group, 0)
     return o
+
+
+def _key_spans(o: Oracle, ops: list[Op]) -> None:
+    """Each harness key's agent process ran at least from its first op's invoke to its last
+    op's completion (a key is one process's: a replacement gets a new one)."""
+    for op in ops:
+        key = op.args.get("harness_key") if op.f == "room_join" else None
+        if isinstance(key, str) and op.outcome == "ok" and op.session:
+            o.key_of[op.session] = key.lower()
+    for op in ops:
+        key = o.key_of.get(op.session) if op.session else None
+        if key is None or op.end is None:
+            continue
+        first, last = o.key_span.get(key, (op.start, op.end))
+        o.key_span[key] = (min(first, op.start), max(last, op.end))
 
 
 def _cause(op: Op | None) -> Op | None:

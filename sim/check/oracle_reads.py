@@ -170,10 +170,29 @@ def _who(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         mine = members.get(op.session, frozenset())
         want = {sid for sid, rooms in members.items() if rooms & mine}
         if got == want:
-            return None
+            return _liveness(o, op, lo, hi)
         wants.append(sorted(want))
     return ("RD1", f"listed {sorted(got)}; the live sessions sharing a room with it were {wants[-1] if wants else []}",
             {"answered": sorted(got), "expected": wants[-1] if wants else []})
+
+
+def _liveness(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    """RD8: a member of the caller's host, with a pid recorded, whose agent process ran
+    throughout the read (its harness key's ops began before it and ended after it) is ``alive``."""
+    result = op.result or {}
+    sessions, shown, hosts, pids = (result.get(k) for k in ("sessions", "liveness", "hosts", "pids"))
+    if shown is None or hosts is None or pids is None or op.session not in sessions:
+        return None  # a history from before the digest carried liveness
+    here = hosts[sessions.index(op.session)]
+    for sid, said, host, pid in zip(sessions, shown, hosts, pids, strict=False):
+        span = o.key_span.get(o.key_of.get(sid, ""))
+        if pid is None or host != here or span is None or not (span[0] < lo and span[1] > hi):
+            continue  # no pid recorded: unknown is right
+        o.checked["read-answers"] += 1
+        if said != "alive":
+            return ("RD8", f"called session {sid} {said}, but its agent process ran throughout the read (its ops "
+                    f"from {span[0]:.6f} to {span[1]:.6f})", {"session": sid, "answered": said, "expected": "alive"})
+    return None
 
 
 def _holders(holds: tuple[Hold, ...]) -> set[tuple[str, str]]:

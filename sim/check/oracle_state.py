@@ -81,6 +81,9 @@ class Oracle:
     signal_at: dict[tuple[int, str], float] = field(default_factory=dict)
     looked: dict[tuple[int, int], set[tuple[int, str]]] = field(default_factory=lambda: defaultdict(set))
     tool_starts: dict[str, list[float]] = field(default_factory=dict)
+    # liveness (RD8): each session's harness key, and each key's first invoke and last completion
+    key_of: dict[str, str] = field(default_factory=dict)
+    key_span: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
         self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))

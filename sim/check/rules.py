@@ -85,6 +85,8 @@ RULES: dict[str, dict[str, str]] = {
         "RD5": "room_history answers the last 'limit' messages of the room, oldest first",
         "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was",
         "RD7": "an empty msg_recv's inbox block: the caller's rooms, its deliveries ever, read, and the last one's time",
+        "RD8": "room_who calls alive every member on the caller's host, with a pid, whose agent process ran "
+               "throughout the read",
     },
 }
 GROUP_OF = {rule: group for group, rules in RULES.items() for rule in rules}

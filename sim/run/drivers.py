@@ -113,7 +113,9 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
         return {"room": room, "autonomy": level}
     if f == "room_who":
         members = result if isinstance(result, list) else _get(result, "sessions", [])
-        return {"sessions": [_get(m, "session_id") for m in members]}
+        return {"sessions": [_get(m, "session_id") for m in members],
+                "liveness": [_get(m, "liveness") for m in members], "hosts": [_get(m, "host") for m in members],
+                "pids": [_get(m, "pid") for m in members]}
     return {}
 
 

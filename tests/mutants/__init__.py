@@ -136,6 +136,7 @@ ORACLE_MUTANTS = (
     _rule("inbox_read_forgets_acked", ("read-answers",)),
     _rule("undeliverable_or_for_and", ("autonomy",)),
     _rule("denial_names_first_holder", ("lease-rules",), LEASE_ALL),
+    _rule("who_unknown_with_pid", ("read-answers",)),
     # the wake lever's rules, on scenarios/wake.toml
     _rule("offer_any_level", ("wake",), scenario=WAKE, ci=True),
     _rule("offer_expired", ("wake",), scenario=WAKE),

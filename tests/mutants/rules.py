@@ -5,6 +5,7 @@ matrix (``mutants/__init__.py``) names the invariant that must catch it."""
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -13,6 +14,9 @@ from agents_room.store import Store, bounds, leases, messages, reads, rooms, ses
 from agents_room.store.messages import Message
 
 from .mutation import rewrite
+
+# The module: the package's own name ``liveness`` is the function it exports.
+liveness = importlib.import_module("agents_room.store.liveness")
 
 # name -> (rule, module, function, old snippet, new snippet, the bug in words)
 MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
@@ -174,6 +178,9 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "inbox_read_forgets_acked": ("RD7", messages, "inbox", "CASE WHEN state IN ('read', 'acked') THEN 1",
                                  "CASE WHEN state = 'read' THEN 1",
                                  "an empty msg_recv's inbox block counts read deliveries, forgetting the acked ones"),
+    "who_unknown_with_pid": ("RD8", liveness, "Judge.__call__", "if pid is None:\n        return \"unknown\"",
+                             "if pid is not None:\n        return \"unknown\"",
+                             "room_who's liveness test is flipped: a session with a pid recorded is unknown"),
     # -- wake levers (scenarios/wake.toml)
     "offer_any_level": ("WK1", wake, "offers", "WHERE left_at IS NULL AND autonomy = 'wake' AND wake_lever",
                         "WHERE left_at IS NULL AND wake_lever",

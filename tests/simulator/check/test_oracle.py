@@ -410,3 +410,21 @@ def test_a_wake_event_with_no_look_of_its_session_around_it() -> None:
     v = r.check()
     assert "history-events" in {x.invariant for x in v.violations}
     assert any("no wake look of that session" in x.message for x in v.violations)
+
+
+def test_room_who_calls_a_running_agents_session_alive() -> None:
+    def who(r: Run, said: str, pids: list[int | None] = (11, 12)) -> None:
+        r.op("A", "room_who", {}, r.tick(), result={"sessions": ["A", "B"], "liveness": ["alive", said],
+                                                    "hosts": ["h", "h"], "pids": list(pids)})
+
+    r = three()
+    r.op("B", "msg_unread", {}, r.tick(), result={"count": 0})
+    who(r, "gone")  # B's agent acts before and after the read: its process ran throughout
+    r.op("B", "msg_unread", {}, r.tick(), result={"count": 0})
+    v = r.check()
+    assert rules(v) == {"RD8"} and "called session B gone" in v.counterexample
+    r = three()
+    r.op("B", "msg_unread", {}, r.tick(), result={"count": 0})
+    who(r, "unknown", pids=[11, None])  # no pid recorded: unknown is right
+    who(r, "gone")  # B never acts after this read: it may have exited
+    assert not rules(r.check())
