@@ -41,11 +41,17 @@ def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), sl
             o.acks[(op.session, op.args.get("message_id"))].append(op)
         if op.session is not None and op.f != "wake":
             starts.setdefault(op.session, []).append(op.start)
+        if op.session is not None and op.f in oracle_wake.TOUCHING and op.outcome == "ok" and op.end is not None:
+            o.touches.setdefault(op.session, []).append((op.start, op.end))
     o.tool_starts = {sid: sorted(s) for sid, s in starts.items()}
+    for spans in o.touches.values():
+        spans.sort()
     _key_spans(o, ops)
     for ev in events:
         if ev.kind == "leave":
             o.leave_at[ev.session_id] = (ev.seq, ev.at)
+        if "store_at" in ev.payload:
+            o.retimed = True
     for ev in events:
         if o.pending_cap and not (ev.kind == "autonomy" and ev.at == o.pending_cap[2]):
             _close_cap(o)
@@ -137,7 +143,9 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
         level = asked_level if asked_level and LEVEL[asked_level] > LEVEL[stored] else stored
     caps = [o.caps[r] for r in want if r in o.caps]
     cap = min(caps, key=LEVEL.__getitem__) if caps else "wake"
-    if LEVEL[level] > LEVEL[cap]:
+    refused = stored is not None and asked_level is not None and LEVEL[asked_level] < LEVEL[stored]
+    clamped = LEVEL[level] > LEVEL[cap]
+    if clamped:
         level = cap
     if args is not None:
         o.checked["autonomy"] += 1
@@ -146,6 +154,11 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail(rule, f"join of session {sid} set autonomy {p.get('autonomy')}; the model says {level} "
                    f"(held {stored}, asked {asked_level}, lowest cap {cap})", seq, at, session=sid,
                    answered=p.get("autonomy"), expected=level)
+        warned = (op.result or {}).get("warned") if op is not None and op.outcome == "ok" else None
+        if warned is not None and warned != (refused or clamped):
+            o.fail("AU6", f"join of session {sid} ({op.describe()}) {'warned' if warned else 'did not warn'}; held "  # type: ignore[union-attr]
+                   f"{stored}, asked {asked_level}, lowest cap {cap}: a warning is due exactly when a lower level is "
+                   "refused or a level clamped", seq, at, session=sid, answered=warned, expected=refused or clamped)
     known = "wake_lever" in p
     lever = p.get("wake_lever") or (prev.lever if prev else None)  # a rejoin without one keeps the old
     o.sessions[sid] = Sess(set(want if args is not None else rooms), tagset, p.get("cwd", prev.cwd if prev else None),
@@ -219,8 +232,15 @@ def _autonomy(o: Oracle, ev: Any, op: Op | None) -> None:
     if s is not None and ev.payload.get("from") != s.autonomy:
         o.fail("AU4", f"session {ev.session_id}'s autonomy moved from {ev.payload.get('from')}, but it held "
                f"{s.autonomy}", ev.seq, ev.at, session=ev.session_id)
-    if s is not None and str(ev.payload.get("reason", "")).startswith("cap:"):
-        s.autonomy = str(ev.payload.get("to"))  # a rejoin's own change is judged at its join
+    reason = str(ev.payload.get("reason", ""))
+    if s is not None and reason.startswith("cap:"):
+        room, to = reason[4:], str(ev.payload.get("to"))
+        cap = o.caps.get(room)
+        if not s.live or room not in s.rooms or cap is None or to != cap or LEVEL[s.autonomy] <= LEVEL[cap]:
+            o.fail("AU3", f"the cap of room {room} moved session {ev.session_id} from {s.autonomy} to {to}; only a "
+                   f"live member above the cap ({cap}) is lowered, to it (member: {room in s.rooms}, live: {s.live})",
+                   ev.seq, ev.at, session=ev.session_id, room=room)
+        s.autonomy = to  # a rejoin's own change is judged at its join
         oracle_wake.levels(o, ev.session_id, ev.seq)
 
 
@@ -264,6 +284,13 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail(rule, f"message {mid} from {sid} to {to!r}{by} was delivered to {sorted(got)}; the model resolves "
                    f"{sorted(want)} (extra {extra}, missing {missing})", seq, at, message_id=mid, session=sid,
                    answered=sorted(got), expected=sorted(want), op=op.describe() if op else None)
+    warned = (op.result or {}).get("warned") if op is not None and op.outcome == "ok" else None
+    if warned is not None:
+        o.checked["selectors"] += 1
+        if warned != (not got):
+            o.fail("SE6", f"message {mid} ({op.describe()}) reached {len(got)} recipients and "  # type: ignore[union-attr]
+                   f"{'warned' if warned else 'did not warn'}: a send warns exactly when it matched nobody", seq, at,
+                   message_id=mid, answered=warned, expected=not got)
     me = o.sessions.get(sid)
     if me is not None and set(p.get("rooms") or ()) != me.rooms:
         o.fail("SE5", f"message {mid} was stored in rooms {sorted(p.get('rooms') or ())}; its sender was in "

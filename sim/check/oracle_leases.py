@@ -1,4 +1,4 @@
-"""The oracle's lease rules (LT1-LT4, LR4): grants, renewals, releases and sweeps replayed
+"""The oracle's lease rules (LT1-LT5, LR4): grants, renewals, releases and sweeps replayed
 with the expiry the client asked for, against what the store's event says."""
 
 from __future__ import annotations
@@ -50,8 +50,25 @@ def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail("LT3", f"{path}: session {sid} was granted {mode} while session {h.session} held it {h.mode} "
                    f"until {stamp(h.expires_at)} by the ttl_s it asked", seq, at, path=path, session=sid,
                    other=h.session)
+    _swept(o, ev)
     _put(o, path, Hold(sid, mode, int(p.get("token") or 0), expires, ttl, float(p.get("expires_at", expires))))
     o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+
+
+def _swept(o: Oracle, ev: Any) -> None:
+    """LT5: a claim sweeps first, so when it grants, no lease whose time was up at the claim's
+    transaction is left (each went with its ``lease_expire``, earlier in seq)."""
+    if o.retimed:
+        return  # the store's clock was jumped: its sweep compares on that clock
+    o.checked["lease-ttl"] += 1
+    for path, holds in o.leases.items():
+        for h in holds.values():
+            if h.store_expires <= ev.at - EPS:
+                o.fail("LT5", f"session {ev.session_id} was granted {ev.path} at {stamp(ev.at)}, yet the lease of "
+                       f"session {h.session} on {path} (token {h.token}), up at {stamp(h.store_expires)}, was never "
+                       "swept: a claim sweeps every lease whose time is up first", ev.seq, ev.at, path=path,
+                       session=h.session)
+                return
 
 
 def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:

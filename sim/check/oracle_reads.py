@@ -236,6 +236,15 @@ def _history(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     room = (op.result or {}).get("room")
     got = list((op.result or {}).get("message_ids") or ())
     limit = int(op.args.get("limit") or 50)
+    asked = op.args.get("room")
+    if asked is not None and room != asked:
+        return ("RD5", f"answered room {room}, asked for {asked}", {"room": room, "expected": asked})
+    if asked is None and op.session is not None:  # the caller's repo room (the first it joined)
+        homes = {r for members, _a, _b in _window(o, o.member_tl, lo, hi, {})
+                 for r in members.get(op.session, ()) if r.startswith("repo:")}
+        if homes and room not in homes:
+            return ("RD5", f"answered room {room} with no room asked; the caller's repo room is {sorted(homes)}",
+                    {"room": room, "expected": sorted(homes)})
     msgs = o.room_msgs.get(room, [])
     span = o.commits.span
     for n in range(len(msgs) + 1):  # the room's first n messages: a state if n-1 may have committed by hi
@@ -259,12 +268,15 @@ def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     limit = int(op.args.get("limit") or 50)
     if not any(ids == mine[:n][::-1][:limit] for n in range(len(surely), len(mine) + 1)):
         return ("RD6", f"listed messages {ids[:10]}; the model's, newest first, were {mine[::-1][:10]}", {})
-    for mid, states, pending in got:
+    for mid, states, pending, *rest in got:
+        exp = o.expires.get(mid)
         for rid, state in states.items():
             seen = {s for s, _a, _b in _window(o, o.pair_tl.get((mid, rid), _EMPTY), lo, hi, None)}
-            exp = o.expires.get(mid)
             if state == "expired" and exp is not None and exp <= hi and seen & UNREAD:
                 continue
+            if state in UNREAD and exp is not None and exp <= lo and not o.retimed:
+                return ("RD6", f"showed message {mid} to {rid} as {state}, but its ttl_s ran out at {exp:.6f}, before "
+                        "the read: an overdue unread delivery shows as expired", {"message_id": mid, "recipient": rid})
             if state not in seen:
                 return ("RD6", f"showed message {mid} to {rid} as {state}; the model's states in its window were "
                         f"{sorted(s for s in seen if s)}", {"message_id": mid, "recipient": rid})
@@ -272,6 +284,14 @@ def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         if pending != unread:
             return ("RD6", f"showed message {mid} with {pending} pending, but {unread} of its states are unread",
                     {"message_id": mid})
+        if rest:  # left: the recipients that had left the rooms, at some moment of the window
+            left = set(rest[0])
+            for rid in states:
+                lives = {st[2] if st else None for st, _a, _b in _window(o, o.level_tl.get(rid, _EMPTY), lo, hi, None)}
+                if (rid in left and False not in lives) or (rid not in left and True not in lives and None not in lives):
+                    return ("RD6", f"showed message {mid} with {rid} {'among' if rid in left else 'not among'} the "
+                            f"recipients that left; the model had it {'live' if rid in left else 'gone'} throughout",
+                            {"message_id": mid, "recipient": rid})
     return None
 
 
@@ -289,6 +309,24 @@ def _ack(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         if None not in states:
             return ("AK3", f"was refused not_recipient for message {mid}, which was delivered to the caller",
                     {"message_id": mid})
+    elif op.error == "invalid_argument" and isinstance(mid, int) and not isinstance(mid, bool):
+        o.checked["ack"] += 1
+        if not states & (UNREAD | {"expired"}):
+            return ("AK4", f"was refused invalid_argument for message {mid}, whose delivery to the caller was "
+                    f"{sorted(str(s) for s in states)} throughout the window: an ack of a read delivery is ok, of an "
+                    "acked one a no-op, and of none not_recipient", {"message_id": mid})
+    return None
+
+
+def _leave_room(o: Oracle, op: Op, lo: float, hi: float) -> Found:
+    """SR3's refusal: room_leave_room is refused only for a room the caller was not in."""
+    room = op.args.get("room")
+    if op.outcome != "fail" or op.error != "invalid_argument" or op.session is None or not isinstance(room, str):
+        return None
+    o.checked["sessions"] += 1
+    if all(room in members.get(op.session, ()) for members, _a, _b in _window(o, o.member_tl, lo, hi, {})):
+        return ("SR3", f"was refused invalid_argument for room {room}, which the caller was in throughout the window",
+                {"room": room})
     return None
 
 
@@ -296,5 +334,6 @@ _JUDGES = {
     "lease_claim": _claim, "lease_renew": _not_held("LR2", "renewal"), "lease_release": _not_held("LR3", "release"),
     "msg_recv": _recv, "msg_unread": _unread, "room_who": _who, "lease_check": _lease_check,
     "lease_list": _lease_list, "room_history": _history, "msg_sent": _sent, "msg_ack": _ack,
+    "room_leave_room": _leave_room,
     "wake": judge_look,  # a lever's look: what it had to signal (sim/check/oracle_wake.py)
 }

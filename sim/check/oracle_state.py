@@ -81,9 +81,11 @@ class Oracle:
     signal_at: dict[tuple[int, str], float] = field(default_factory=dict)
     looked: dict[tuple[int, int], set[tuple[int, str]]] = field(default_factory=lambda: defaultdict(set))
     tool_starts: dict[str, list[float]] = field(default_factory=dict)
+    touches: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # ok writes that set last_seen
     # liveness (RD8): each session's harness key, and each key's first invoke and last completion
     key_of: dict[str, str] = field(default_factory=dict)
     key_span: dict[str, tuple[float, float]] = field(default_factory=dict)
+    retimed: bool = False  # the store's clock was jumped (events carry store_at): no judging against wall time
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
         self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))

@@ -15,6 +15,8 @@ around it (``sim/check/crosscheck.py``).
   ``offered`` ones last signalled a retry window before it began (or accepts them).
 - WK4: an acceptance (``offered → accepted``) follows the lever's confirmation of that signal
   or a tool call of the recipient after it.
+- WK5: a look accepts the offers its session has since acted on: a tool call that wrote
+  (and so moved the session's ``last_seen``) after the signal and before the look.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ from .oracle_state import EPS, Oracle
 from .window import window
 
 DUE = frozenset({"stored", "offered"})
+# The tools whose ok call moves the session's last_seen (a write transaction that touches it).
+TOUCHING = frozenset({"room_join", "room_leave_room", "room_set_autonomy_cap", "msg_send", "msg_recv", "msg_ack",
+                      "lease_claim", "lease_renew", "lease_release", "note_read"})
 
 
 def look_id(op: Op) -> tuple[int, int]:
@@ -173,6 +178,11 @@ def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[
         if exp is not None and exp <= hi + EPS:
             continue
         states = window(o.wake_tl[pair], lo, hi, None, o.commits)
+        acted = _acted_since(o, sid, states, lo)
+        if acted is not None:
+            return ("WK5", f"message {mid} was offered (signalled at {acted[0]:.6f}) throughout the look, and its "
+                    f"session wrote after the signal ({acted[1]} invoked {acted[2]:.6f}); the look did not accept it",
+                    {"message_id": mid, "session": sid, "answered": op.result, "expected": mid})
         if all(st is not None and (st[0] == "stored" or (st[0] == "offered" and st[1] is not None
                                                            and st[1] + window_s <= lo)) for st, _, _ in states):
             st = states[-1][0]
@@ -180,4 +190,19 @@ def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[
             return ("WK3", f"message {mid} was due ({why}; retry window {window_s:g} s) throughout the look, "
                     f"which neither signalled nor accepted it; it answered {op.result}",
                     {"message_id": mid, "session": sid, "answered": op.result, "expected": mid})
+    return None
+
+
+def _acted_since(o: Oracle, sid: str, states: list[Any], lo: float) -> tuple[float, str, float] | None:
+    """(signal, tool, its invoke) when the delivery was offered at every moment of the window,
+    last signalled at one time, and an ok write of the session began after that signal and
+    ended before ``lo``: the look's confirmation step must see it."""
+    signals = {st[1] for st, _, _ in states if st is not None and st[0] == "offered"}
+    if len(signals) != 1 or any(st is None or st[0] != "offered" for st, _, _ in states):
+        return None
+    signal = signals.pop()
+    spans = o.touches.get(sid, ())
+    i = bisect.bisect_right(spans, (signal + o.slack, float("inf")))
+    if i < len(spans) and spans[i][1] < lo:
+        return (signal, "a tool call", spans[i][0])
     return None

@@ -16,16 +16,18 @@ RULES: dict[str, dict[str, str]] = {
     "sessions": {
         "SR1": "a join keeps the session's rooms, adds the asked ones and its repo room",
         "SR2": "a join with the harness key of a live session rejoins it (same id); otherwise a new id",
-        "SR3": "room_leave_room removes a room the session is in, and only that one (the rooms that remain)",
+        "SR3": "room_leave_room removes a room the session is in, and only that one (the rooms that remain); "
+               "it is refused only for a room the session is not in",
         "SR4": "a departed session never acts again (no send, grant, renewal, read, join under its id); "
                "unknown_session only for an id that was not live",
     },
     "autonomy": {
         "AU1": "a new session starts at the asked level or notify, clamped by its rooms' lowest cap",
         "AU2": "a rejoin keeps the level unless it asks higher (raised, clamped); lower is refused",
-        "AU3": "a cap lowers every live member above it in the same transaction",
+        "AU3": "a cap lowers every live member above it, to the cap, in the same transaction, and no one else",
         "AU4": "an autonomy change starts from the level the session held",
         "AU5": "a delivery starts undeliverable to a recipient at wake with no wake lever, stored to any other",
+        "AU6": "a join warns exactly when it refused a lower level or clamped the level to a cap",
     },
     "selectors": {
         "SE1": "'*' reaches every live session sharing a room with the sender, never the sender",
@@ -33,6 +35,7 @@ RULES: dict[str, dict[str, str]] = {
         "SE3": "'file:<glob>' reaches peers holding a live lease whose absolute, holder-relative or base path matches",
         "SE4": "'<session-id>' reaches that live session only",
         "SE5": "a message is stored in every room its sender was in when it sent",
+        "SE6": "a send warns exactly when its selector matched nobody",
     },
     "expiry": {
         "EX1": "a message expires at its send time plus the client's ttl_s, never without one",
@@ -49,12 +52,14 @@ RULES: dict[str, dict[str, str]] = {
         "AK1": "only the recipient's own msg_ack of that message moves its delivery to acked",
         "AK2": "an ok msg_ack is of a delivery the caller has read (or acked)",
         "AK3": "not_recipient only when the caller never had a delivery of that message",
+        "AK4": "an ack is refused invalid_argument only while the caller's delivery is unread or expired",
     },
     "lease-ttl": {
         "LT1": "a grant expires at its time plus the client's ttl_s (600 when not given)",
         "LT2": "a renewal expires at its time plus the client's ttl_s, else the lease's own",
         "LT3": "a lease is swept only once its model expiry has passed",
         "LT4": "a grant is in the mode the client asked (exclusive when not given)",
+        "LT5": "a claim sweeps every lease whose time is up, each with its lease_expire, before it grants",
     },
     "lease-rules": {
         "LR1": "a denied claim met a conflicting live holder at some moment of its window",
@@ -76,14 +81,17 @@ RULES: dict[str, dict[str, str]] = {
                "a retry window before), or accepts it",
         "WK4": "an offered delivery is accepted only when the lever confirmed its signal or the recipient made a "
                "tool call after it",
+        "WK5": "a look accepts the offers its session acted on since their signal (an ok tool call that wrote)",
     },
     "read-answers": {
         "RD1": "room_who lists the live sessions sharing a room with the caller, itself included",
         "RD2": "msg_unread counts the unread deliveries whose ttl_s has not passed",
         "RD3": "lease_check lists the live holders of the path (free when none)",
         "RD4": "lease_list lists every live lease, 'mine' for the caller's",
-        "RD5": "room_history answers the last 'limit' messages of the room, oldest first",
-        "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was",
+        "RD5": "room_history answers the last 'limit' messages of the room asked (else the caller's repo room), "
+               "oldest first",
+        "RD6": "msg_sent answers the caller's messages newest first, each recipient's state as it was (an overdue "
+               "unread one as expired), and the recipients that left",
         "RD7": "an empty msg_recv's inbox block: the caller's rooms, its deliveries ever, read, and the last one's time",
         "RD8": "room_who calls alive every member on the caller's host, with a pid, whose agent process ran "
                "throughout the read",

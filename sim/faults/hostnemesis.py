@@ -88,7 +88,7 @@ class HostNemesis:
         lo, hi = scn.faults.window(scn.run.duration_s)
         for kind, f in scn.faults.hosts:
             a, b = f.window_s or (lo, hi)
-            hold = f.hold_s or (max(scn.workload.lease_ttl_s) + PARTITION_MARGIN_S if kind == "partition" else 0.0)
+            hold = f.hold_s or (scn.workload.longest_lease_s() + PARTITION_MARGIN_S if kind == "partition" else 0.0)
             for t in sorted(self.rng.uniform(a, b) for _ in range(f.count)):
                 self.pending.append(Due(start_ns + int(t * 1e9), kind, hold, f.host, f.stale_holder))
         self.pending.sort(key=lambda d: d.at_ns)
@@ -209,7 +209,7 @@ class HostNemesis:
         unknown). Repeated until none of ``keys`` has a live session, for at most a minute."""
         from agents_room.store import RoomError
 
-        quiet = max(self.runner.scn.workload.lease_ttl_s)
+        quiet = self.runner.scn.workload.longest_lease_s()
         exe = str(Path(sys.executable).with_name("agents-room"))
         env = {k: v for k, v in os.environ.items() if k not in ("AGENTS_ROOM_HARNESS_KEY", "AGENTS_ROOM_TOKEN")}
         env.update(AGENTS_ROOM_DB=self.hosts.url, AGENTS_ROOM_HOST_ID=host.name)

@@ -182,7 +182,7 @@ class Nemesis:
         if kind == "pause_holder":
             # Past the lease's time: the longest TTL, and longer while a lease granted before a
             # backward clock jump may still be live (it lives that much longer).
-            ttl_ns = int(max(self.runner.scn.workload.lease_ttl_s) * 1e9)
+            ttl_ns = int(self.runner.scn.workload.longest_lease_s() * 1e9)
             now = time.monotonic_ns()
             stretch = max([0] + [min(int(-j * 1e9), at + int(-j * 1e9) + ttl_ns - now)
                                  for at, j in self.jumped if j < 0])

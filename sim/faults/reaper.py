@@ -74,7 +74,7 @@ class Reaper:
     def _prune_loop(self) -> None:
         from agents_room.store import StoreBusy, StoreError
 
-        quiet = max(self.runner.scn.workload.lease_ttl_s)
+        quiet = self.runner.scn.workload.longest_lease_s()
         while (key := self._keys.get()) is not None:
             deadline = time.monotonic() + PRUNE_GIVE_UP_S
             while time.monotonic() < deadline:

@@ -205,6 +205,8 @@ class Agent:
     def perform(self, op: Op, extra: dict[str, Any] | None = None) -> None:
         args = dict(op.args)
         if op.f == "msg_send":
+            if args.get("to") == workload.SELF:
+                args["to"] = self.session
             self.sent += 1
             tag = f"{self.cfg.agent}#{self.sent}"
             args["subject"] = tag
@@ -297,7 +299,8 @@ class Agent:
                 first = None
         elif f == "lease_claim" and first == args["path"]:
             first = None  # upgraded, or denied: once
-        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested, first)
+        acked = (k.acked + (args["message_id"],))[-10:] if f == "msg_ack" and got is not None else k.acked
+        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested, first, acked)
 
     # -- phases ------------------------------------------------------------------------------------
 

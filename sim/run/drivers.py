@@ -65,10 +65,10 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
     """The small, checkable part of a tool's answer (``docs/history.md``, result digests)."""
     if f == "room_join":
         return {"session_id": _get(result, "session_id"), "rooms": list(_get(result, "rooms", [])),
-                "autonomy": _get(result, "autonomy")}
+                "autonomy": _get(result, "autonomy"), "warned": _get(result, "warning") is not None}
     if f == "msg_send":
         return {"message_id": _get(result, "message_id"), "recipients": list(_get(result, "recipients", [])),
-                "op": args.get("subject")}
+                "op": args.get("subject"), "warned": _get(result, "warning") is not None}
     if f == "msg_recv":
         messages = _get(result, "messages", []) or []
         out = {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages]}
@@ -107,7 +107,8 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
         return {"room": room, "message_ids": [_get(m, "id") for m in messages or []]}
     if f == "msg_sent":
         messages = result if isinstance(result, list) else _get(result, "messages", [])
-        return {"messages": [[_get(m, "id"), dict(_get(m, "states") or {}), _get(m, "pending")] for m in messages]}
+        return {"messages": [[_get(m, "id"), dict(_get(m, "states") or {}), _get(m, "pending"), list(_get(m, "left") or [])]
+                             for m in messages]}
     if f == "room_set_autonomy_cap":
         room, level = result if isinstance(result, tuple) else (_get(result, "room"), _get(result, "autonomy"))
         return {"room": room, "autonomy": level}

@@ -48,6 +48,7 @@ class Known:
     got: tuple[int, ...] = ()  # message ids its own msg_recv answers returned, and its own sends (the latest)
     contested: tuple[str, ...] = ()  # paths it read, then was denied a lease on: another took them since
     first_sharer: str | None = None  # a path a lease_check listed it first of several sharers
+    acked: tuple[int, ...] = ()  # message ids its own msg_ack answered ok (the latest)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,14 @@ def _claim(w: Workload, files: Files, known: Known, rng: random.Random, mode: st
     path = pick_path(w, files, rng)
     if mode is None:
         mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
-    return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode})
+    return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode})
+
+
+def _ttl(w: Workload, rng: random.Random) -> dict[str, Any]:
+    """A lease call's ttl_s drawn from ``lease_ttl_s``; a 0 leaves it out (the store's default:
+    600 s for a claim, the lease's own for a renewal)."""
+    ttl = rng.choice(w.lease_ttl_s)
+    return {"ttl_s": ttl} if ttl else {}
 
 
 def _release(known: Known, rng: random.Random) -> Op:
@@ -113,7 +121,7 @@ def _release(known: Known, rng: random.Random) -> Op:
 
 def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if kind == "session" and known.peers:
-        to = rng.choice(known.peers)
+        to = rng.choice((*known.peers, SELF))  # now and then its own id: a message to oneself is delivered
     elif kind == "tag" and files.tags:
         to = "tag:" + rng.choice(files.tags)
     elif kind == "file" and files.paths:
@@ -133,6 +141,10 @@ def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random
     return Op("msg_send", args, kind)
 
 
+# A session send's target that stands for the agent's own session id (``Agent.perform`` puts it in).
+SELF = "@self"
+# A room no agent ever joins: leaving it must be refused (invalid_argument).
+NOWHERE = "nowhere"
 LEVELS = ("hold", "notify", "wake")
 # What the simulator's wake lever answers a signal (drivers.ScriptedLever): accepted, unknown, refused.
 WAKE_ANSWERS = ("accept", "unknown", "refuse")
@@ -171,7 +183,7 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         else:
             return _claim(w, files, known, rng)
         if choice == "renew_stale":
-            return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)}, "stale")
+            return Op("lease_renew", {"path": path, **_ttl(w, rng)}, "stale")
         return Op("lease_release", {"path": path}, "stale")
     if choice == "unread_paused":
         # the agent sleeps past the shortest message ttl_s first (``Agent.perform``), as a
@@ -203,10 +215,10 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
             else:
                 path = rng.choice(sorted(known.held))
             mode = "shared" if known.held[path].mode == "exclusive" else "exclusive"
-            return Op("lease_claim", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s), "mode": mode},
+            return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode},
                       "upgrade" if mode == "exclusive" else "step-down")
         hot = files.paths[:max(1, files.hot)]
-        return Op("lease_claim", {"path": rng.choice(hot), "ttl_s": rng.choice(w.lease_ttl_s), "mode": "shared"})
+        return Op("lease_claim", {"path": rng.choice(hot), **_ttl(w, rng), "mode": "shared"})
     raise ValueError(f"unknown mix entry {choice!r}")
 
 
@@ -217,7 +229,7 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         # its lease_check listed it first of several sharers: it tries to take the file for
         # itself at once (the one upgrade denied with the claimer itself the path's first
         # holder: a store that names the first holder names the claimer)
-        return Op("lease_claim", {"path": first, "ttl_s": rng.choice(w.lease_ttl_s), "mode": "exclusive"}, "upgrade")
+        return Op("lease_claim", {"path": first, **_ttl(w, rng), "mode": "exclusive"}, "upgrade")
     names, weights = zip(*[(k, v) for k, v in w.mix if v > 0], strict=True)
     choice = rng.choices(names, weights)[0]
     if choice == "lease_claim":
@@ -228,7 +240,7 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         if choice == "lease_release":
             return _release(known, rng)
         path = rng.choice(sorted(known.held))
-        return Op("lease_renew", {"path": path, "ttl_s": rng.choice(w.lease_ttl_s)})
+        return Op("lease_renew", {"path": path, **_ttl(w, rng)})
     if choice == "edit":
         writable = sorted(p for p, h in known.held.items()
                           if h.mode == "exclusive" and h.expires_at - known.now > w.edit_margin_s)
@@ -240,8 +252,11 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if choice == "msg_recv":
         return Op("msg_recv", {"limit": w.recv_limit})
     if choice == "msg_ack":
-        if known.seen and rng.random() < 0.2:  # a message seen in a room's history, maybe not ours
+        draw = rng.random()
+        if known.seen and draw < 0.2:  # a message seen in a room's history, maybe not ours
             return Op("msg_ack", {"message_id": rng.choice(known.seen)}, "seen")
+        if known.acked and draw > 0.7:  # one it acked already: again is a no-op
+            return Op("msg_ack", {"message_id": rng.choice(known.acked)}, "again")
         if not known.unacked:
             return Op("msg_recv", {"limit": w.recv_limit})
         return Op("msg_ack", {"message_id": known.unacked[0]})
@@ -260,7 +275,7 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     if choice == "leave_room":
         if not files.rooms:
             return Op("room_who", {})
-        return Op("room_leave_room", {"room": rng.choice(files.rooms)})
+        return Op("room_leave_room", {"room": rng.choice((*files.rooms, NOWHERE))})  # not in it: refused
     if choice == "churn":
         return Op("churn", {})
     if choice in ("wake", "wake_idle"):

@@ -89,6 +89,10 @@ class Workload:
     def weights(self) -> dict[str, float]:
         return dict(self.mix)
 
+    def longest_lease_s(self) -> float:
+        """The longest TTL a lease of the run may have (a 0 in ``lease_ttl_s``: the store's 600 s)."""
+        return max(600.0 if t == 0 else float(t) for t in self.lease_ttl_s)
+
 
 @dataclass(frozen=True)
 class OpenLoop:
@@ -236,9 +240,9 @@ def _read_workload(t: Table) -> Workload:
     if not any(w > 0 for _, w in mix):
         raise ScenarioError(f"[workload.mix] needs at least one positive weight among {', '.join(MIX_KEYS)}")
     ttl = t.take("lease_ttl_s", list(Workload.lease_ttl_s), kinds=(int, list))
-    ttls = tuple(integer("[workload] lease_ttl_s", v, 1, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
-    if not ttls:
-        raise ScenarioError("[workload] lease_ttl_s: needs at least one TTL")
+    ttls = tuple(integer("[workload] lease_ttl_s", v, 0, 86_400) for v in (ttl if isinstance(ttl, list) else [ttl]))
+    if not any(ttls):
+        raise ScenarioError("[workload] lease_ttl_s: needs at least one TTL above 0 (0 leaves ttl_s out)")
     mttl = t.take("message_ttl_s", [], kinds=(int, list))
     mttls = tuple(integer("[workload] message_ttl_s", v, 0, 2_592_000) for v in (mttl if isinstance(mttl, list) else [mttl]))
     w = Workload(

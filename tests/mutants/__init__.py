@@ -137,6 +137,23 @@ ORACLE_MUTANTS = (
     _rule("undeliverable_or_for_and", ("autonomy",)),
     _rule("denial_names_first_holder", ("lease-rules",), LEASE_ALL),
     _rule("who_unknown_with_pid", ("read-answers",)),
+    # found by a hunt for escapes: each prompted the check that catches it
+    _rule("history_default_not_repo", ("read-answers",)),
+    _rule("cap_lowers_everyone", ("autonomy",)),
+    _rule("sent_overdue_shown_unread", ("read-answers",), scenario=WAKE),  # its sleepers leave mail overdue
+    _rule("sent_left_inverted", ("read-answers",)),
+    _rule("double_ack_refused", ("ack",)),
+    _rule("leave_room_always_refused", ("sessions",)),
+    _rule("leave_room_not_in_ok", ("sessions",)),
+    _rule("refusal_no_warning", ("autonomy",)),
+    _rule("send_no_warning", ("selectors",)),
+    _rule("self_send_dropped", ("selectors",)),
+    _rule("claim_no_sweep", ("lease-ttl",), LEASE_ALL),
+    _rule("sweep_without_event", ("lease-ttl",), LEASE_ALL),
+    _rule("lease_default_ttl_60", ("lease-ttl",), LEASE_ALL),
+    _rule("renew_default_600", ("lease-ttl",), LEASE_ALL),
+    _rule("confirm_never", ("wake",), scenario=WAKE),
+    _rule("touch_forgotten", ("wake",), scenario=WAKE),
     # the wake lever's rules, on scenarios/wake.toml
     _rule("offer_any_level", ("wake",), scenario=WAKE, ci=True),
     _rule("offer_expired", ("wake",), scenario=WAKE),

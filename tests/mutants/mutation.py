@@ -1,6 +1,6 @@
 """Mutation by source: take a function of the shipped store, replace one exact snippet of its
-source, and define the result in the function's own module, so every caller (the ``Store``
-facade calls ``leases.claim(...)`` through the module) runs the broken copy. The snippet must
+source, and define the result in the function's own module (and under that name wherever
+another module imported it), so every caller runs the broken copy. The snippet must
 occur exactly once: when the shipped code changes under it, the mutant fails to build
 instead of silently testing nothing."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import __future__
 import inspect
+import sys
 import textwrap
 from types import ModuleType
 
@@ -29,8 +30,21 @@ def rewrite(module: ModuleType, name: str, old: str, new: str) -> None:
     code = compile(source.replace(old, new), f"<mutant of {module.__name__}.{name}>", "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     if owner is None:
+        shipped = getattr(module, name)
         exec(code, module.__dict__)  # noqa: S102 (the store's own source, one snippet changed)
+        rebind(shipped, getattr(module, name))
         return
     scratch = dict(module.__dict__)
     exec(code, scratch)  # noqa: S102 (the method's own source, one snippet changed; the module's globals)
     setattr(owner, method, scratch[method])
+
+
+def rebind(shipped: object, broken: object) -> None:
+    """Modules that imported the function by name (``from .delivery import advance``) call
+    the broken copy too."""
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is None or not mod_name.startswith("agents_room"):
+            continue
+        for attr, value in list(vars(mod).items()):
+            if value is shipped:
+                setattr(mod, attr, broken)

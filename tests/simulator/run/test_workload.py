@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 
+from sim.run import workload
 from sim.run.workload import Files, Held, Known, agent_rng, body, next_op, pick_path, schedule, think_time
 from sim.scenario.scenario import OpenLoop, Think, Workload
 
@@ -96,7 +97,9 @@ def test_messages_follow_what_the_agent_knows() -> None:
     lonely = draw(mix(send_session=1), Known())
     assert {(op.args["to"], op.kind) for op in lonely} == {("*", "broadcast")}
     peers = ("aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb")
-    assert {op.args["to"] for op in draw(mix(send_session=1), Known(peers=peers))} == set(peers)
+    assert {op.args["to"] for op in draw(mix(send_session=1), Known(peers=peers))} == {*peers, workload.SELF}
+    again = [op for op in draw(mix(msg_ack=1), Known(unacked=(7,), acked=(3, 5))) if op.kind == "again"]
+    assert again and {op.args["message_id"] for op in again} == {3, 5}  # acks of what it acked: a no-op
     assert {op.args["to"] for op in draw(mix(send_tag=1), Known())} == {"tag:backend", "tag:ops"}
     files = {op.args["to"] for op in draw(mix(send_file=1), Known())}
     bases = [p.rsplit("/", 1)[1] for p in FILES.paths]
@@ -131,7 +134,8 @@ def test_reads_drift_and_rooms() -> None:
     assert paths.count(FILES.paths[1]) / len(paths) == pytest.approx(0.5 + 0.5 / 3, abs=0.07)
     assert {op.args["path"] for op in draw(mix(drift_check=1), Known(reads=reads, contested=(FILES.paths[5],)))} \
         == {FILES.paths[5]}
-    assert {(op.f, op.args.get("room")) for op in draw(mix(leave_room=1), Known())} == {("room_leave_room", "team")}
+    assert {(op.f, op.args.get("room")) for op in draw(mix(leave_room=1), Known())} == {
+        ("room_leave_room", "team"), ("room_leave_room", workload.NOWHERE)}  # and a room it is not in
     assert {op.f for op in draw(mix(churn=1, room_who=1), Known())} == {"churn", "room_who"}
 
 

@@ -78,7 +78,7 @@ def test_an_unknown_key_is_named_with_its_table(where: str, text: str, words: st
     (GOOD.replace('rooms = ["team"]', 'rooms = "team"'), "[repos.0] rooms: must be a list, got string"),
     (GOOD.replace('rooms = ["team"]', 'rooms = ["Team!"]'), "[repos.0] rooms: 'Team!' is not a valid room name"),
     (GOOD.replace("[run]", "[run]\ndriver = \"http\""), "[run] driver: must be one of direct, mcp, got 'http'"),
-    (GOOD + "\n[workload]\nlease_ttl_s = [2, \"x\"]\n", "[workload] lease_ttl_s: must be an integer from 1 to 86400"),
+    (GOOD + "\n[workload]\nlease_ttl_s = [2, \"x\"]\n", "[workload] lease_ttl_s: must be an integer from 0 to 86400"),
 ])
 def test_a_wrong_type_is_named(text: str, words: str) -> None:
     assert words in refused(text)
@@ -88,7 +88,8 @@ def test_a_wrong_type_is_named(text: str, words: str) -> None:
     (GOOD + "\n[workload]\nhot_fraction = 1.5\n", "[workload] hot_fraction: must be from 0 to 1, got 1.5"),
     (GOOD.replace("duration_s = 2", "duration_s = 0"), "[run] duration_s: must be from 0.5 to 86400, got 0"),
     (GOOD.replace("agents = 3", "agents = -1"), "[repos.0] agents: must be an integer from 0 to 512, got -1"),
-    (GOOD + "\n[workload]\nlease_ttl_s = 0\n", "[workload] lease_ttl_s: must be an integer from 1 to 86400, got 0"),
+    (GOOD + "\n[workload]\nlease_ttl_s = 0\n", "[workload] lease_ttl_s: needs at least one TTL above 0"),
+    (GOOD + "\n[workload]\nlease_ttl_s = -1\n", "[workload] lease_ttl_s: must be an integer from 0 to 86400, got -1"),
     (GOOD.replace("[run]", "[run]\nbusy_timeout_s = 5\nop_timeout_s = 5"), "[run] op_timeout_s: must exceed busy_timeout_s"),
     (GOOD.replace("msg_recv = 2", "msg_recv = -2"), "[workload.mix] msg_recv: must be from 0 to"),
     (GOOD.replace("lease_claim = 1\nmsg_recv = 2", "lease_claim = 0"), "[workload.mix] needs at least one positive weight"),
