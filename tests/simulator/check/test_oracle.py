@@ -428,3 +428,73 @@ def test_room_who_calls_a_running_agents_session_alive() -> None:
     who(r, "unknown", pids=[11, None])  # no pid recorded: unknown is right
     who(r, "gone")  # B never acts after this read: it may have exited
     assert not rules(r.check())
+
+
+# -- the rules a hunt for escapes added ---------------------------------------------------------------
+
+
+def test_a_cap_lowers_members_only_and_warnings_come_exactly_when_due() -> None:
+    r = three()
+    r.event(r.tick(), "A", "cap", room="crew", autonomy="hold")
+    r.event(r.t, "A", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})
+    r.event(r.t, "B", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})
+    r.event(r.t, "C", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})  # C is not in crew
+    v = r.check()
+    assert rules(v) == {"AU3"} and "session C" in v.counterexample
+    r = three()
+    t = r.tick()  # B rejoins asking hold, below its notify: refused, and it must say so
+    r.event(t + 0.001, "B", "join", rooms=sorted([R, "crew"]), autonomy="notify", harness_key="k-B", rejoin=True,
+            tags=["shell"], cwd="/w/b")
+    r.op("B", "room_join", {"extra_rooms": ["crew"], "tags": ["shell"], "harness_key": "k-B", "autonomy": "hold"}, t,
+         result={"session_id": "B", "rooms": sorted([R, "crew"]), "autonomy": "notify", "warned": False})
+    t = r.tick()  # a send that reached someone, with a warning that it matched nobody
+    r.mid += 1
+    r.event(t + 0.001, "A", "send", message_id=r.mid, selector="B", rooms=r.rooms["A"], recipients={"B": "stored"},
+            ttl_s=None, expires_at=None)
+    r.op("A", "msg_send", {"to": "B", "subject": f"A#{r.mid}"}, t,
+         result={"message_id": r.mid, "recipients": ["B"], "warned": True})
+    assert rules(r.check()) == {"AU6", "SE6"}
+
+
+def test_refusals_of_a_second_ack_and_of_leaving_a_room_one_is_in() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"])
+    r.recv("B", [m1])
+    r.event(r.tick() + 0.001, "B", "delivery", to="acked", items=[[m1, "read"]])
+    r.op("B", "msg_ack", {"message_id": m1}, r.t)
+    r.op("B", "msg_ack", {"message_id": m1}, r.tick(), outcome="fail", error="invalid_argument")  # a no-op, refused
+    r.op("B", "room_leave_room", {"room": "crew"}, r.tick(), outcome="fail", error="invalid_argument")  # B is in it
+    r.op("B", "room_leave_room", {"room": "nowhere"}, r.tick(), outcome="fail", error="invalid_argument")  # right
+    v = r.check()
+    assert rules(v) == {"AK4", "SR3"}
+
+
+def test_history_default_room_and_sent_overdue_and_left() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"], ttl=0.01)
+    r.op("A", "room_history", {"limit": 5}, r.tick(), result={"room": "crew", "message_ids": [m1]})  # not its repo room
+    r.op("A", "msg_sent", {"limit": 5}, r.tick(), result={"messages": [[m1, {"B": "stored"}, 1, []]]})  # overdue
+    v = r.check()
+    assert rules(v) == {"RD5", "RD6"}
+    r = three()
+    m1 = r.send("A", "B", ["B"])
+    r.op("A", "msg_sent", {"limit": 5}, r.tick(), result={"messages": [[m1, {"B": "stored"}, 1, ["B"]]]})  # B is here
+    assert rules(r.check()) == {"RD6"}
+
+
+def test_a_claim_grants_only_after_sweeping_every_lease_whose_time_is_up() -> None:
+    r = three()
+    r.claim("A", "/w/r/x.py", ttl=0.01)
+    r.claim("B", "/w/r/y.py", ttl=5)  # 50 ms later: A's lease was up, and no lease_expire swept it
+    v = r.check()
+    assert rules(v) == {"LT5"} and "session A" in v.counterexample
+
+
+def test_a_look_accepts_an_offer_its_session_acted_on() -> None:
+    r = lever_run()
+    m1 = r.send("A", "S", ["S"])
+    look(r, "S", offered=[m1])  # the lever cannot say
+    r.claim("S", "/w/r/x.py")  # a write of S: its last_seen moves past the signal
+    look(r, "S")  # ... and the next look accepts nothing
+    v = r.check()
+    assert rules(v) == {"WK5"}
