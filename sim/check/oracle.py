@@ -42,7 +42,7 @@ def check_events(events: list[Any], owner: dict[int, Op], ops: list[Op] = (), sl
         if op.session is not None and op.f != "wake":
             starts.setdefault(op.session, []).append(op.start)
         if op.session is not None and op.f in oracle_wake.TOUCHING and op.outcome == "ok" and op.end is not None:
-            o.touches.setdefault(op.session, []).append((op.start, op.end))
+            o.touches.setdefault(op.session, []).append((op.start, op.end, op.f))
     o.tool_starts = {sid: sorted(s) for sid, s in starts.items()}
     for spans in o.touches.values():
         spans.sort()

@@ -81,7 +81,7 @@ class Oracle:
     signal_at: dict[tuple[int, str], float] = field(default_factory=dict)
     looked: dict[tuple[int, int], set[tuple[int, str]]] = field(default_factory=lambda: defaultdict(set))
     tool_starts: dict[str, list[float]] = field(default_factory=dict)
-    touches: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # ok writes that set last_seen
+    touches: dict[str, list[tuple[float, float, str]]] = field(default_factory=dict)  # ok writes: start, end, f
     # liveness (RD8): each session's harness key, and each key's first invoke and last completion
     key_of: dict[str, str] = field(default_factory=dict)
     key_span: dict[str, tuple[float, float]] = field(default_factory=dict)

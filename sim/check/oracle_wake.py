@@ -160,7 +160,8 @@ def accepted(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
 
 def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[str, Any]] | None:
     """WK3: an ``ok`` look signalled (or accepted) every delivery of its session that was due
-    at every moment of its window, with the session at ``wake`` with a lever throughout."""
+    at every moment of its window, with the session at ``wake`` with a lever throughout; WK5:
+    and accepted every offer the session acted on since its signal."""
     sid = op.session
     if sid is None:
         return None
@@ -181,7 +182,8 @@ def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[
         acted = _acted_since(o, sid, states, lo)
         if acted is not None:
             return ("WK5", f"message {mid} was offered (signalled at {acted[0]:.6f}) throughout the look, and its "
-                    f"session wrote after the signal ({acted[1]} invoked {acted[2]:.6f}); the look did not accept it",
+                    f"session wrote after the signal (its {acted[1]} invoked at {acted[2]:.6f}); the look did not "
+                    "accept it",
                     {"message_id": mid, "session": sid, "answered": op.result, "expected": mid})
         if all(st is not None and (st[0] == "stored" or (st[0] == "offered" and st[1] is not None
                                                            and st[1] + window_s <= lo)) for st, _, _ in states):
@@ -204,5 +206,5 @@ def _acted_since(o: Oracle, sid: str, states: list[Any], lo: float) -> tuple[flo
     spans = o.touches.get(sid, ())
     i = bisect.bisect_right(spans, (signal + o.slack, float("inf")))
     if i < len(spans) and spans[i][1] < lo:
-        return (signal, "a tool call", spans[i][0])
+        return (signal, spans[i][2], spans[i][0])
     return None
