@@ -244,6 +244,12 @@ class Agent:
                 time.sleep(op.args["retry_s"] * 1.2)
                 self.record("wake", {**args, "session_id": self.session}, extra)
             return
+        if op.f == "wake" and op.kind == "turn":  # a look, the turn it wakes (a write), a look that sees it
+            look = {**args, "session_id": self.session}
+            self.record("wake", look, extra)
+            self.record("note_read", {"session_id": self.session, "path": self.cfg.files[0]}, extra)
+            self.record("wake", look, extra)
+            return
         if op.f == "rejoin":  # by harness key: same session, rooms kept, autonomy raised at most
             got = self.record("room_join", {**self._join_args(), "autonomy": op.args["autonomy"]}, extra)
             if got is not None:

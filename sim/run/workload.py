@@ -278,12 +278,14 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return Op("room_leave_room", {"room": rng.choice((*files.rooms, NOWHERE))})  # not in it: refused
     if choice == "churn":
         return Op("churn", {})
-    if choice in ("wake", "wake_idle"):
+    if choice in ("wake", "wake_idle", "wake_turn"):
         # the agent's wake lever looks for due deliveries and signals them; the lever's answer
         # is drawn: the harness took it, cannot say, or refused. Idle: it looks again a retry
         # window later, with no tool call between (``Agent.perform``), as for an agent asleep.
+        # Turn: it looks, takes a turn (one tool call that writes) and looks again, which must
+        # accept what it signalled the first time.
         args = {"retry_s": w.wake_retry_s, "answer": rng.choice(WAKE_ANSWERS)}
-        return Op("wake", args, "idle" if choice == "wake_idle" else "")
+        return Op("wake", args, choice.removeprefix("wake").removeprefix("_"))
     return _more(w, files, known, choice, rng)
 
 

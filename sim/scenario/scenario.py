@@ -32,11 +32,11 @@ MIX_KEYS = (
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
     "renew_stale", "release_stale", "unread_paused", "stale_session", "ack_seen", "mode_change",
-    "wake", "wake_idle",
+    "wake", "wake_idle", "wake_turn",
 )
 # The wake lever's entries: the direct driver runs agents_room.wake.deliver with a lever of the
 # simulator's own (the MCP tools have no such call: a server's watcher does it).
-WAKE_KEYS = ("wake", "wake_idle")
+WAKE_KEYS = ("wake", "wake_idle", "wake_turn")
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
 
