@@ -22,14 +22,14 @@ from .operation import Op
 KIND_OF = {
     "lease_claim": "lease_grant", "lease_renew": "lease_renew", "lease_release": "lease_release",
     "msg_send": "send", "note_read": "note_read", "room_join": "join", "room_leave": "leave",
-    "msg_recv": "read", "msg_ack": "acked",
+    "msg_recv": "read", "msg_ack": "acked", "room_set_autonomy_cap": "cap",
 }
 IDENTIFIED = {"lease_grant": "token", "lease_renew": "token", "send": "message_id"}
 # Kinds where an ok op must have its event (an ok ack of an acked message writes nothing).
-MUST = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "note_read", "join", "leave", "read"})
+MUST = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "note_read", "join", "leave", "read", "cap"})
 # Events that only an operation of the history can cause: an ack is the session's own msg_ack,
 # never a side effect of another session's (AK1).
-CAUSED = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "acked"})
+CAUSED = frozenset({"lease_grant", "lease_renew", "lease_release", "send", "acked", "cap"})
 Key = tuple[str, Any, Any]
 
 
@@ -53,6 +53,8 @@ def event_key(ev: Any) -> Key | None:
         return (kind, sid, None) if payload.get("reason", "leave") == "leave" else None
     if kind == "delivery" and payload.get("to") in ("read", "acked"):
         return (payload["to"], sid, None)
+    if kind == "cap":
+        return (kind, sid, None)
     return None
 
 

@@ -159,6 +159,8 @@ def _join(o: Oracle, ev: Any, op: Op | None) -> None:
             o.fail("AU6", f"join of session {sid} ({op.describe()}) {'warned' if warned else 'did not warn'}; held "  # type: ignore[union-attr]
                    f"{stored}, asked {asked_level}, lowest cap {cap}: a warning is due exactly when a lower level is "
                    "refused or a level clamped", seq, at, session=sid, answered=warned, expected=refused or clamped)
+    if args is not None and "label" in args:
+        o.label[sid] = args["label"]
     known = "wake_lever" in p
     lever = p.get("wake_lever") or (prev.lever if prev else None)  # a rejoin without one keeps the old
     o.sessions[sid] = Sess(set(want if args is not None else rooms), tagset, p.get("cwd", prev.cwd if prev else None),
@@ -298,6 +300,10 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
     _first_states(o, ev)
     ttl = args.get("ttl_s", p.get("ttl_s")) if op is not None else p.get("ttl_s")
     expires = at + float(ttl) if ttl is not None else None
+    if args and "ttl_s" in p and (p["ttl_s"] is None) != (ttl is None) or (
+            args and p.get("ttl_s") is not None and ttl is not None and abs(float(p["ttl_s"]) - float(ttl)) > EPS):
+        o.fail("EX1", f"message {mid}'s send event records ttl_s {p.get('ttl_s')}; {op.describe()} sent it with "  # type: ignore[union-attr]
+               f"ttl_s {ttl}", seq, at, message_id=mid, answered=p.get("ttl_s"), expected=ttl)
     if op is not None or "ttl_s" in p:
         o.checked["expiry"] += 1
         stored = p.get("expires_at", expires)
@@ -314,6 +320,8 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
         expires = p["expires_at"]
     o.expires[mid] = expires
     o.sender[mid] = sid
+    if args:
+        o.subject[mid] = (args.get("subject"), args.get("to"))
     o.sent_by[sid].append((mid, seq))
     for room in p.get("rooms") or ():
         o.room_msgs[room].append((mid, seq))

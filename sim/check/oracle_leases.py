@@ -80,6 +80,10 @@ def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:
                f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
     expires = float(p.get("expires_at", at))
     ttl = expires - at
+    if mine is not None and p.get("mode") is not None and p["mode"] != mine.mode:
+        o.fail("LT4", f"{path}: session {sid}'s renewal event says {p['mode']}, but the lease it renewed is "
+               f"{mine.mode} (a renewal keeps the mode)", seq, at, path=path, session=sid, answered=p["mode"],
+               expected=mine.mode)
     if op is not None and op.f == "lease_renew" and mine is not None:
         o.checked["lease-ttl"] += 1
         ttl = float(op.args["ttl_s"]) if op.args.get("ttl_s") is not None else mine.ttl

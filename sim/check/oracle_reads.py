@@ -97,7 +97,9 @@ def _not_held(rule: str, verb: str) -> Any:
 
 
 def _recv(o: Oracle, op: Op, lo: float, hi: float) -> Found:
-    if op.outcome != "ok" or (op.result or {}).get("message_ids"):
+    if op.outcome == "ok" and (op.result or {}).get("message_ids"):
+        return _as_sent(o, op)
+    if op.outcome != "ok":
         return None
     o.checked["recv-order"] += 1
     for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
@@ -106,6 +108,28 @@ def _recv(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     waiting = sorted(o.unread.get(op.session, ()))  # type: ignore[arg-type]
     return ("RV3", "answered no messages, but unread, unexpired deliveries waited throughout its window "
             f"(now unread: {waiting[:10]})", {"session": op.session})
+
+
+def _as_sent(o: Oracle, op: Op) -> Found:
+    """RV5: each message a recv returns carries its sender, the sender's label, its subject and
+    its selector as sent (the send op's arguments, the sender's join)."""
+    result = op.result or {}
+    ids = result.get("message_ids") or []
+    fields = {k: result.get(k) for k in ("senders", "labels", "subjects", "to")}
+    if any(v is None or len(v) != len(ids) for v in fields.values()):
+        return None  # a history from before the digest carried them
+    for i, mid in enumerate(ids):
+        sender = o.sender.get(mid)
+        sent = o.subject.get(mid)
+        if sender is None or sent is None:
+            continue
+        o.checked["recv-order"] += 1
+        want = {"senders": sender, "labels": o.label.get(sender), "subjects": sent[0], "to": sent[1]}
+        for key, value in want.items():
+            if fields[key][i] != value:
+                return ("RV5", f"returned message {mid} with {key[:-1] if key != 'to' else 'to'} {fields[key][i]!r}; "
+                        f"it was sent with {value!r}", {"message_id": mid, "answered": fields[key][i], "expected": value})
+    return None
 
 
 def _inbox(o: Oracle, op: Op, lo: float, hi: float) -> Found:
@@ -165,14 +189,16 @@ def _who(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         return None
     o.checked["read-answers"] += 1
     got = set((op.result or {}).get("sessions") or ())
+    room = op.args.get("room")
     wants = []
     for members, _a, _b in _window(o, o.member_tl, lo, hi, {}):
-        mine = members.get(op.session, frozenset())
+        mine = members.get(op.session, frozenset()) if room is None else frozenset({room})
         want = {sid for sid, rooms in members.items() if rooms & mine}
         if got == want:
             return _liveness(o, op, lo, hi)
         wants.append(sorted(want))
-    return ("RD1", f"listed {sorted(got)}; the live sessions sharing a room with it were {wants[-1] if wants else []}",
+    whose = "sharing a room with it" if room is None else f"in room {room}"
+    return ("RD1", f"listed {sorted(got)}; the live sessions {whose} were {wants[-1] if wants else []}",
             {"answered": sorted(got), "expected": wants[-1] if wants else []})
 
 

@@ -85,6 +85,8 @@ class Oracle:
     # liveness (RD8): each session's harness key, and each key's first invoke and last completion
     key_of: dict[str, str] = field(default_factory=dict)
     key_span: dict[str, tuple[float, float]] = field(default_factory=dict)
+    subject: dict[int, Any] = field(default_factory=dict)  # message id -> (subject, selector) its send op gave
+    label: dict[str, Any] = field(default_factory=dict)  # session -> the label its joins gave
     retimed: bool = False  # the store's clock was jumped (events carry store_at): no judging against wall time
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:

@@ -38,7 +38,8 @@ RULES: dict[str, dict[str, str]] = {
         "SE6": "a send warns exactly when its selector matched nobody",
     },
     "expiry": {
-        "EX1": "a message expires at its send time plus the client's ttl_s, never without one",
+        "EX1": "a message expires at its send time plus the client's ttl_s, never without one (its send event "
+               "records that ttl_s)",
         "EX2": "a delivery expires only once its message's ttl_s passed, or when its recipient leaves",
         "EX3": "a recv never reads a message whose ttl_s has passed",
     },
@@ -47,6 +48,7 @@ RULES: dict[str, dict[str, str]] = {
         "RV2": "its answer lists those messages, oldest first",
         "RV3": "an empty answer only when nothing unread and unexpired waited at some moment of its window",
         "RV4": "only a msg_recv moves a delivery to read (room_history, msg_sent never do)",
+        "RV5": "a recv returns each message with its sender, the sender's label, its subject and selector as sent",
     },
     "ack": {
         "AK1": "only the recipient's own msg_ack of that message moves its delivery to acked",
@@ -58,7 +60,7 @@ RULES: dict[str, dict[str, str]] = {
         "LT1": "a grant expires at its time plus the client's ttl_s (600 when not given)",
         "LT2": "a renewal expires at its time plus the client's ttl_s, else the lease's own",
         "LT3": "a lease is swept only once its model expiry has passed",
-        "LT4": "a grant is in the mode the client asked (exclusive when not given)",
+        "LT4": "a grant is in the mode the client asked (exclusive when not given); a renewal keeps the lease's",
         "LT5": "a claim sweeps every lease whose time is up, each with its lease_expire, before it grants",
     },
     "lease-rules": {
@@ -84,7 +86,8 @@ RULES: dict[str, dict[str, str]] = {
         "WK5": "a look accepts the offers its session acted on since their signal (an ok tool call that wrote)",
     },
     "read-answers": {
-        "RD1": "room_who lists the live sessions sharing a room with the caller, itself included",
+        "RD1": "room_who lists the live sessions sharing a room with the caller, itself included (with room: that "
+               "room's members)",
         "RD2": "msg_unread counts the unread deliveries whose ttl_s has not passed",
         "RD3": "lease_check lists the live holders of the path (free when none)",
         "RD4": "lease_list lists every live lease, 'mine' for the caller's",

@@ -251,7 +251,7 @@ class Agent:
             self.record("wake", look, extra)
             return
         if op.f == "rejoin":  # by harness key: same session, rooms kept, autonomy raised at most
-            got = self.record("room_join", {**self._join_args(), "autonomy": op.args["autonomy"]}, extra)
+            got = self.record("room_join", {**self._join_args(), **op.args}, extra)
             if got is not None:
                 self.session = self.writer.session = got["session_id"]
             return

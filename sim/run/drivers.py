@@ -71,7 +71,9 @@ def digest(f: str, args: dict[str, Any], result: Any) -> dict[str, Any]:
                 "op": args.get("subject"), "warned": _get(result, "warning") is not None}
     if f == "msg_recv":
         messages = _get(result, "messages", []) or []
-        out = {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages]}
+        out = {"message_ids": [_get(m, "id") for m in messages], "senders": [_get(m, "sender") for m in messages],
+               "labels": [_get(m, "sender_label") for m in messages], "subjects": [_get(m, "subject") for m in messages],
+               "to": [_get(m, "to") for m in messages]}
         inbox = _get(result, "inbox")
         if inbox is not None:  # an empty answer's inbox block: rooms, deliveries ever, read, last
             out["inbox"] = {"rooms": list(_get(inbox, "rooms", []) or []), "total": _get(inbox, "deliveries_total"),

@@ -168,8 +168,9 @@ def _more(w: Workload, files: Files, known: Known, choice: str, rng: random.Rand
         return Op("lease_check", {"path": pick_path(w, files, rng)})
     if choice == "lease_list":
         return Op("lease_list", {})
-    if choice == "rejoin":
-        return Op("rejoin", {"autonomy": rng.choice(LEVELS)})
+    if choice == "rejoin":  # now and then with another tag: a rejoin replaces the tags given
+        tags = {"tags": [rng.choice(files.tags)]} if files.tags and rng.random() < 0.3 else {}
+        return Op("rejoin", {"autonomy": rng.choice(LEVELS), **tags})
     if choice == "set_cap":
         room = {"room": rng.choice(files.rooms)} if files.rooms else {}
         return Op("room_set_autonomy_cap", {**room, "autonomy": rng.choice(LEVELS)})
@@ -270,8 +271,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         if known.contested:
             return Op("drift_check", {"path": known.contested[0]})
         return Op("drift_check", {"path": known.reads[0] if rng.random() < 0.5 else rng.choice(known.reads)})
-    if choice == "room_who":
-        return Op("room_who", {})
+    if choice == "room_who":  # one time in four, the members of one of its shared rooms
+        return Op("room_who", {"room": rng.choice(files.rooms)} if files.rooms and rng.random() < 0.25 else {})
     if choice == "leave_room":
         if not files.rooms:
             return Op("room_who", {})

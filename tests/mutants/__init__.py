@@ -154,6 +154,14 @@ ORACLE_MUTANTS = (
     _rule("renew_default_600", ("lease-ttl",), LEASE_ALL),
     _rule("confirm_never", ("wake",), scenario=WAKE),
     _rule("touch_forgotten", ("wake",), scenario=WAKE),
+    # found by a second hunt
+    _rule("rejoin_tags_kept", ("selectors",)),
+    _rule("who_room_ignored", ("read-answers",)),
+    _rule("cap_event_anonymous", ("history-events",)),
+    _rule("send_event_ttl_missing", ("expiry",)),
+    _rule("renew_event_mode_exclusive", ("lease-ttl",), LEASE_ALL),
+    _rule("recv_label_of_recipient", ("recv-order",)),
+    _rule("sent_pending_skips_undeliverable", ("read-answers",), scenario=WAKE),  # its deaf agent: undeliverable
     # the wake lever's rules, on scenarios/wake.toml
     _rule("offer_any_level", ("wake",), scenario=WAKE, ci=True),
     _rule("offer_expired", ("wake",), scenario=WAKE),

@@ -435,12 +435,18 @@ def test_room_who_calls_a_running_agents_session_alive() -> None:
 
 def test_a_cap_lowers_members_only_and_warnings_come_exactly_when_due() -> None:
     r = three()
-    r.event(r.tick(), "A", "cap", room="crew", autonomy="hold")
+    t = r.tick()
+    r.event(t + 0.001, "A", "cap", room="crew", autonomy="hold")
+    r.op("A", "room_set_autonomy_cap", {"room": "crew", "autonomy": "hold"}, t, result={"room": "crew", "autonomy": "hold"})
+    r.t = t + 0.001
     r.event(r.t, "A", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})
     r.event(r.t, "B", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})
     r.event(r.t, "C", "autonomy", **{"from": "notify", "to": "hold", "reason": "cap:crew"})  # C is not in crew
     v = r.check()
     assert rules(v) == {"AU3"} and "session C" in v.counterexample
+    assert {x.invariant for x in v.violations} == {"autonomy"}  # the cap event is its op's
+    r.event(r.tick(), None, "cap", room="crew", autonomy="wake")  # a cap no operation asked for
+    assert "history-events" in {x.invariant for x in r.check().violations}
     r = three()
     t = r.tick()  # B rejoins asking hold, below its notify: refused, and it must say so
     r.event(t + 0.001, "B", "join", rooms=sorted([R, "crew"]), autonomy="notify", harness_key="k-B", rejoin=True,
@@ -498,3 +504,31 @@ def test_a_look_accepts_an_offer_its_session_acted_on() -> None:
     look(r, "S")  # ... and the next look accepts nothing
     v = r.check()
     assert rules(v) == {"WK5"}
+
+
+def test_events_that_misreport_a_ttl_or_a_renewals_mode() -> None:
+    r = three()
+    t = r.tick()
+    r.mid += 1
+    r.event(t + 0.001, "A", "send", message_id=r.mid, selector="B", rooms=r.rooms["A"], recipients={"B": "stored"},
+            ttl_s=None, expires_at=t + 0.001 + 30)  # expires as asked, but says it had no ttl_s
+    r.op("A", "msg_send", {"to": "B", "subject": f"A#{r.mid}", "ttl_s": 30}, t,
+         result={"message_id": r.mid, "recipients": ["B"]})
+    token = r.claim("B", "/w/r/x.py", mode="shared")
+    t = r.tick()
+    r.event(t + 0.001, "B", "lease_renew", "/w/r/x.py", mode="exclusive", token=token + 1, expires_at=t + 0.001 + 10)
+    r.op("B", "lease_renew", {"path": "/w/r/x.py", "ttl_s": 10}, t,
+         result={"token": token + 1, "expires_at": t + 0.001 + 10, "mode": "shared"})
+    assert rules(r.check()) == {"EX1", "LT4"}
+
+
+def test_a_recv_returns_each_message_as_it_was_sent() -> None:
+    r = three()
+    m1 = r.send("A", "B", ["B"])
+    t = r.tick()
+    r.event(t + 0.001, "B", "delivery", to="read", items=[[m1, "stored"]])
+    r.op("B", "msg_recv", {"limit": 100}, t, result={"message_ids": [m1], "senders": ["A"], "labels": [None],
+                                                     "subjects": [f"A#{m1}"], "to": ["*"]})  # it went to B
+    drain(r, "B")
+    v = r.check()
+    assert rules(v) == {"RV5"} and "'*'" in v.counterexample
