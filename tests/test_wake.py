@@ -164,6 +164,21 @@ def test_read_and_expired_deliveries_are_not_signalled(store: Store, repo: Path,
     assert deliver(store, lever) == [] and lever.calls == []
 
 
+def test_a_message_that_ran_out_after_the_look_is_not_signalled(store: Store, repo: Path, clock: Clock) -> None:
+    me = join(store, repo, "alice")
+    bob = join(store, repo, "bob", "notify", None)
+    mid = store.msg_send(bob, me, subject="short", ttl_s=5).message_id
+    [offer] = store.wake_offers(session_id=me)  # the look, in its own transaction
+    clock.shift(5)  # the message runs out before the signal is recorded
+    assert store.wake_signalled(me, [p.message_id for p in offer.pending], "sim", None) == []
+    assert delivery_events(store, me) == [] and state(store, bob, me) == "expired"  # (overdue, as msg_sent shows it)
+    clock.shift(-5)
+    store.wake_signalled(me, [mid], "sim", None)  # offered while fresh ...
+    clock.shift(RETRY_WINDOW_S + 5)  # ... then run out: no retry either
+    assert store.wake_signalled(me, [mid], "sim", None, RETRY_WINDOW_S) == []
+    assert [e for e in store.events() if e.kind == "wake"] == []
+
+
 def test_each_lever_signals_its_own_sessions(store: Store, repo: Path, clock: Clock) -> None:
     on_channel = join(store, repo, "alice", lever=CHANNEL)
     on_sim = join(store, repo, "carol", lever="sim")

@@ -243,9 +243,6 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "offer_any_level": ("WK1", wake, "offers", "WHERE left_at IS NULL AND autonomy = 'wake' AND wake_lever",
                         "WHERE left_at IS NULL AND wake_lever",
                         "a lever's offers ignore the level: a session at notify or hold with a lever is signalled"),
-    "offer_expired": ("WK1", wake, "offers", 'f"d.recipient = ? AND {FRESH} AND ((d.state',
-                      'f"d.recipient = ? AND ? IS NOT NULL AND ((d.state',
-                      "a lever's offers forget the message's ttl_s: a message that ran out is signalled"),
     "retry_names_all": ("WK2", wake, "mark_offered", "lever=lever, items=again, retry=True",
                         "lever=lever, items=message_ids, retry=True",
                         "the retry event names every delivery signalled, the first offers among them"),
@@ -294,6 +291,13 @@ class HistoryMarksRead(Store):
             if me is not None:
                 messages.advance(tx, me.id, [m.id for m in found], "read")
             return target, found
+
+
+def offer_expired(db: Path, busy_timeout_s: float) -> Store:
+    """the wake rules' freshness test (``FRESH``, which the look and the signal both use) is
+    always true: a message that ran out is signalled"""
+    wake.FRESH = "(? IS NOT NULL)"
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
 
 
 def history_marks_read(db: Path, busy_timeout_s: float) -> Store:

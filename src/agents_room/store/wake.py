@@ -141,8 +141,14 @@ def mark_offered(
     """A wake signal was emitted for these deliveries: ``stored → offered`` (with its
     ``delivery`` event); an ``offered`` one last signalled at least ``retry_s`` ago gets its
     ``offered_at`` refreshed and a ``wake`` retry event. Both are marked announced: the
-    signal carried the facts. Returns the ids signalled; the rest (read, expired, or just
-    signalled by another process) are left alone, so two levers racing signal once."""
+    signal carried the facts. Returns the ids signalled; the rest (read, expired, run out
+    since the look that found them, or just signalled by another process) are left alone, so
+    two levers racing signal once."""
+    if message_ids:  # the look read them in an earlier transaction: a message may have run out since
+        marks = ",".join("?" * len(message_ids))
+        fresh = {r[0] for r in tx.all(
+            f"SELECT m.id FROM messages m WHERE m.id IN ({marks}) AND {FRESH}", (*message_ids, tx.now))}
+        message_ids = [mid for mid in message_ids if mid in fresh]
     moved = advance(tx, session_id, message_ids, "offered")
     again = [mid for mid in message_ids if mid not in set(moved)]
     if again:
