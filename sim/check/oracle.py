@@ -298,7 +298,7 @@ def _send(o: Oracle, ev: Any, op: Op | None) -> None:
         o.fail("SE5", f"message {mid} was stored in rooms {sorted(p.get('rooms') or ())}; its sender was in "
                f"{sorted(me.rooms)}", seq, at, message_id=mid)
     _first_states(o, ev)
-    ttl = args.get("ttl_s", p.get("ttl_s")) if op is not None else p.get("ttl_s")
+    ttl = args.get("ttl_s") if args else p.get("ttl_s")  # the client's: none given, none to have
     expires = at + float(ttl) if ttl is not None else None
     if args and "ttl_s" in p and (p["ttl_s"] is None) != (ttl is None) or (
             args and p.get("ttl_s") is not None and ttl is not None and abs(float(p["ttl_s"]) - float(ttl)) > EPS):

@@ -532,3 +532,13 @@ def test_a_recv_returns_each_message_as_it_was_sent() -> None:
     drain(r, "B")
     v = r.check()
     assert rules(v) == {"RV5"} and "'*'" in v.counterexample
+
+
+def test_a_message_sent_without_ttl_s_never_expires() -> None:
+    r = three()
+    t = r.tick()
+    r.mid += 1
+    r.event(t + 0.001, "A", "send", message_id=r.mid, selector="B", rooms=r.rooms["A"], recipients={"B": "stored"},
+            ttl_s=3600, expires_at=t + 0.001 + 3600)  # a store that gives it a default ttl_s
+    r.op("A", "msg_send", {"to": "B", "subject": f"A#{r.mid}"}, t, result={"message_id": r.mid, "recipients": ["B"]})
+    assert rules(r.check()) == {"EX1"}
