@@ -90,8 +90,10 @@ class Workload:
         return dict(self.mix)
 
     def longest_lease_s(self) -> float:
-        """The longest TTL a lease of the run may have (a 0 in ``lease_ttl_s``: the store's 600 s)."""
-        return max(600.0 if t == 0 else float(t) for t in self.lease_ttl_s)
+        """The longest TTL a lease of the run may have (a 0 in ``lease_ttl_s``: the store's default)."""
+        from agents_room.store.bounds import LEASE_TTL_DEFAULT
+
+        return float(max(t or LEASE_TTL_DEFAULT for t in self.lease_ttl_s))
 
 
 @dataclass(frozen=True)

@@ -23,14 +23,14 @@ def rewrite(module: ModuleType, name: str, old: str, new: str) -> None:
     name run the broken copy too)."""
     owner_name, _, method = name.rpartition(".")
     owner = getattr(module, owner_name) if owner_name else None
-    source = textwrap.dedent(inspect.getsource(getattr(owner, method) if owner else getattr(module, name)))
+    shipped = getattr(owner or module, method)
+    source = textwrap.dedent(inspect.getsource(shipped))
     found = source.count(old)
     if found != 1:
         raise MutationError(f"{module.__name__}.{name}: the snippet {old!r} occurs {found} times, not once")
     code = compile(source.replace(old, new), f"<mutant of {module.__name__}.{name}>", "exec",
                    flags=__future__.annotations.compiler_flag, dont_inherit=True)
     if owner is None:
-        shipped = getattr(module, name)
         exec(code, module.__dict__)  # noqa: S102 (the store's own source, one snippet changed)
         rebind(shipped, getattr(module, name))
         return
