@@ -244,7 +244,8 @@ def test_codex_replaces_an_old_table_of_its_own(home: Path, project: Path) -> No
     )
     assert install(home, project, "codex").returncode == 0
     data = tomllib.loads(config.read_text())
-    assert data["mcp_servers"]["room"]["command"] == AGENTS_ROOM and "env" not in data["mcp_servers"]["room"]
+    # the user's own env entry stays (issue 28): only install's keys are its to replace
+    assert data["mcp_servers"]["room"]["command"] == AGENTS_ROOM and data["mcp_servers"]["room"]["env"] == {"X": "1"}
     assert data["mcp_servers"]["other"] == {"command": "o"}
 
 

@@ -1,84 +1,130 @@
-"""Codex's part of ``agents-room install``: ``[mcp_servers.room]`` in ``~/.codex/config.toml``,
-written by hand (the standard library reads TOML but does not write it), every other byte of
-the file kept. The merge rules are :mod:`agents_room.harness_config`'s;
-it imports this module."""
+"""Codex's part of ``agents-room install``: ``[mcp_servers.room]`` in ``~/.codex/config.toml``.
+
+The standard library reads TOML but does not write it, so the file is edited by lines: the keys
+install owns are set in place, every other byte stays as it was, and the result is read back
+and compared with what was meant before anything is written. What install owns in the table:
+``command``, ``args``, where the store is (``env.AGENTS_ROOM_DB`` when a store was named, else
+the name ``AGENTS_ROOM_DB`` in ``env_vars``, so Codex passes the caller's own), and
+``startup_timeout_sec`` only while it is missing. The user's keys (``tool_timeout_sec``, other
+``env`` entries, other ``env_vars`` names) are kept. ``env`` is written as the sub-table
+``[mcp_servers.room.env]``, so a user adds lines to it (``AGENTS_ROOM_WAKE_COMMAND``) without
+declaring the key twice.
+"""
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from .config_change import SERVER, USER, Change, InstallError, Store, is_ours, read_text
+from .toml_lines import Document, toml_value
+
+VARIABLE = "AGENTS_ROOM_DB"
+STARTUP_TIMEOUT_S = 30  # the first start imports the MCP SDK (seconds); Codex's default is 10
+TABLE = f"mcp_servers.{SERVER}"
 
 
 def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[Change]:
-    """``[mcp_servers.room]`` in ``~/.codex/config.toml``, written by hand: the table is
-    appended, or its own lines replaced; every other byte of the file stays as it was."""
+    """The change to ``~/.codex/config.toml``. InstallError (one line, the file untouched) for
+    another scope, a file that is not TOML, a ``room`` server that is not ours, and a file
+    whose ``mcp_servers`` is written inline (``mcp_servers = { ... }``: a table cannot be
+    added to it)."""
     if scope != "user":
         raise InstallError("codex reads MCP servers from ~/.codex/config.toml only: use --scope user")
     path = home / ".codex" / "config.toml"
     before = read_text(path)
+    text = before or ""
     try:
-        current = tomllib.loads(before or "")
+        current = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InstallError(f"{path} is not valid TOML ({exc}); it was left as it is") from None
-    entry: dict[str, Any] = {"command": exe, "args": ["serve"], "env_vars": ["AGENTS_ROOM_DB"], "startup_timeout_sec": 30}
-    if store:
-        entry["env"] = {"AGENTS_ROOM_DB": store.value}
-    old = current.get("mcp_servers", {}).get(SERVER)
-    if old == entry:
-        return [Change(path, before, before or "", (), USER)]
+    servers = current.get("mcp_servers", {})
+    if not isinstance(servers, dict):
+        raise InstallError(f"{path}: mcp_servers is not a table; it was left as it is")
+    old = servers.get(SERVER)
     if old is not None and not is_ours(old):
         raise InstallError(f"{path}: an MCP server named '{SERVER}' that is not agents-room is already there")
-    table = _toml_table(f"mcp_servers.{SERVER}", entry)
-    text = before or ""
+    doc = Document(text)
+    if old is None and doc.defines_inline("mcp_servers"):
+        raise InstallError(
+            f"{path}: mcp_servers is written inline (mcp_servers = {{ ... }}), so [{TABLE}] cannot be added; "
+            "write each server as its own [mcp_servers.<name>] table and run install again; it was left as it is")
+    wanted, notes = _merged(old or {}, exe, store)
+    if old == wanted:
+        return [Change(path, before, text, (), USER)]
     if old is None:
-        after = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text.strip() else "") + table
+        after = doc.append_table(TABLE, {k: v for k, v in wanted.items() if k != "env"},
+                                 {"env": wanted["env"]} if "env" in wanted else {})
+        notes = [f"MCP server '{SERVER}' added"]
     else:
-        after = _replace_toml_table(path, text, f"mcp_servers.{SERVER}", table)
-    if tomllib.loads(after).get("mcp_servers", {}).get(SERVER) != entry:
-        raise InstallError(f"{path}: could not place [mcp_servers.{SERVER}] safely; edit it by hand")
-    return [Change(path, before, after, (f"MCP server '{SERVER}' {'updated' if old else 'added'}",), USER)]
+        after = _edit(doc, path, old, wanted)
+        kept = sorted(set(old) - {"command", "args", "env_vars", "env", "startup_timeout_sec"})
+        if kept:
+            notes.append("kept " + ", ".join(kept))
+    try:
+        placed = tomllib.loads(after).get("mcp_servers", {}).get(SERVER)
+    except tomllib.TOMLDecodeError:
+        placed = None
+    if placed != wanted:
+        raise InstallError(f"{path}: could not place [{TABLE}] safely (written in a form install does not edit); "
+                           "edit it by hand; it was left as it is")
+    return [Change(path, before, after, tuple(notes), USER)]
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
+def _merged(old: dict[str, Any], exe: str, store: Store | None) -> tuple[dict[str, Any], list[str]]:
+    """The table as it should be: ``old`` with install's keys set; and what changed, in words."""
+    new = dict(old)
+    notes: list[str] = []
+    for key, value in (("command", exe), ("args", ["serve"])):
+        if new.get(key) != value:
+            new[key] = value
+            notes.append(f"{key} = {toml_value(value)}")
+    env = dict(new["env"]) if isinstance(new.get("env"), dict) else {}
+    names = [n for n in new.get("env_vars") or [] if n != VARIABLE] if isinstance(new.get("env_vars"), list) else []
+    if store:
+        # One source for the variable: a value in env wins over env_vars anyway, and naming it
+        # in both says two things.
+        if env.get(VARIABLE) != store.value:
+            notes.append(f"env {VARIABLE} = {toml_value(store.value)}")
+        env[VARIABLE] = store.value
+    else:
+        if env.pop(VARIABLE, None) is not None:
+            notes.append(f"env {VARIABLE} removed (the store is the default: Codex passes your own {VARIABLE})")
+        names.append(VARIABLE)
+    if names:
+        new["env_vars"] = names
+    else:
+        new.pop("env_vars", None)
+    if new.get("env_vars") != old.get("env_vars"):
+        notes.append(f"env_vars = {toml_value(names)}")
+    if env:
+        new["env"] = env
+    else:
+        new.pop("env", None)
+    if "startup_timeout_sec" not in new:
+        new["startup_timeout_sec"] = STARTUP_TIMEOUT_S
+        notes.append(f"startup_timeout_sec = {STARTUP_TIMEOUT_S}")
+    return new, notes
 
 
-def _toml_table(name: str, entry: dict[str, Any]) -> str:
-    return f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in entry.items())
-
-
-def _replace_toml_table(path: Path, text: str, name: str, table: str) -> str:
-    """Replace the lines of ``[name]`` and its sub-tables with ``table``."""
-    lines = text.splitlines(keepends=True)
-    header = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-    start = end = None
-    for i, line in enumerate(lines):
-        m = header.match(line)
-        if not m:
-            continue
-        key = m.group(1).replace(" ", "")
-        if start is None and key == name:
-            start = i
-        elif start is not None and not key.startswith(name + "."):
-            end = i
-            break
-    if start is None:
-        raise InstallError(f"{path}: [{name}] is defined inline, not as a table; edit it by hand")
-    end = len(lines) if end is None else end
-    tail = "".join(lines[end:])
-    return "".join(lines[:start]) + table + ("\n" if tail else "") + tail
+def _edit(doc: Document, path: Path, old: dict[str, Any], wanted: dict[str, Any]) -> str:
+    """Set, in the existing table's own lines, each key whose value changed."""
+    if not doc.has_table(TABLE):
+        raise InstallError(f"{path}: [{TABLE}] is written inline, not as a table; edit it by hand")
+    for key in ("command", "args", "env_vars", "startup_timeout_sec"):
+        if old.get(key) != wanted.get(key):
+            doc.set_key(TABLE, key, wanted.get(key))
+    old_env, new_env = old.get("env") or {}, wanted.get("env") or {}
+    if old_env != new_env:
+        if doc.has_table(f"{TABLE}.env"):
+            doc.set_key(f"{TABLE}.env", VARIABLE, new_env.get(VARIABLE))
+            doc.drop_if_empty(f"{TABLE}.env")
+        elif doc.has_key(TABLE, "env"):  # an inline table: written again, the user's entries with ours
+            doc.set_key(TABLE, "env", new_env or None)
+        elif any(re.match(r"env\s*\.", k) for k in doc.keys(TABLE)):  # dotted keys: env.NAME = ...
+            doc.set_key(TABLE, f"env.{VARIABLE}", new_env.get(VARIABLE))
+        else:
+            doc.add_subtable(TABLE, "env", new_env)
+    return doc.text()

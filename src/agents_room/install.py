@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command), hook_command(), channel=args.channel,
+                       Path(os.path.expanduser("~")), executable(args.command, by_name=args.harness != "codex"), hook_command(), channel=args.channel,
                        store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
         if args.harness == "claude-code" and (args.scope or "project") == "project":
@@ -103,9 +103,11 @@ def store_setting(given: str | None) -> Store | None:
         return Store(location.target, portable=False)
 
 
-def executable(given: str | None) -> str:
-    """``agents-room`` when that name on PATH is this installation, else the absolute path of
-    this installation's script (a harness may start with another PATH)."""
+def executable(given: str | None, *, by_name: bool = True) -> str:
+    """``agents-room`` when that name on PATH is this installation and ``by_name`` allows it
+    (a file a team commits), else the absolute path of this installation's script: the one
+    found on PATH when it is this installation (a link the user keeps up to date), else its
+    own. A harness may start with another PATH than the shell that ran install."""
     import shutil
     from pathlib import Path
 
@@ -115,7 +117,7 @@ def executable(given: str | None) -> str:
     here = here or Path(sys.executable).parent / "agents-room"
     found = shutil.which("agents-room")
     if found and here.exists() and Path(found).resolve() == here.resolve():
-        return "agents-room"
+        return "agents-room" if by_name else str(Path(found).absolute())
     return str(here)
 
 

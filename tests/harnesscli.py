@@ -1,0 +1,69 @@
+"""The real harness CLIs (Codex, Gemini CLI, Claude Code) for the end-to-end tests: where they
+are, and a scratch HOME and project for each test.
+
+``.ci/run`` installs each from npm into its own folder of a cache outside the clone
+(``npm install --prefix $AGENTS_ROOM_NPM_CACHE/<name> <package>``); ``$AGENTS_ROOM_NPM_CACHE``
+names that cache, default the one ``.ci/run`` uses. A CLI that is not there skips its tests,
+except under CI (``CI=true``), where ``.ci/run`` must have installed it: there it fails, so a
+registry that could not be reached never turns into a quiet skip.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+CACHE_ENV = "AGENTS_ROOM_NPM_CACHE"
+DEFAULT_CACHE = "/var/cache/agents-room-npm"
+
+# name -> (npm package, folder in the cache, binary under node_modules/.bin)
+CLIS = {
+    "codex": ("@openai/codex", "_openai_codex", "codex"),
+    "gemini": ("@google/gemini-cli", "_google_gemini-cli", "gemini"),
+    "claude": ("@anthropic-ai/claude-code", "_anthropic-ai_claude-code", "claude"),
+}
+
+
+def cache() -> Path:
+    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+
+
+def binary(name: str) -> str:
+    """The CLI's executable; skips the test where it (or node) is missing, fails under CI."""
+    package, folder, exe = CLIS[name]
+    path = cache() / folder / "node_modules" / ".bin" / exe
+    problem = None
+    if not shutil.which("node"):
+        problem = "node is not installed"
+    elif not os.access(path, os.X_OK):
+        problem = f"{path} is missing (npm install --prefix {cache() / folder} {package})"
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{name}: {problem}; .ci/run installs it")
+        pytest.skip(f"{name}: {problem}")
+    return str(path)
+
+
+def scratch_home() -> Path:
+    """A HOME of its own under /var/tmp: the CLIs write config and caches under HOME, and
+    Codex refuses to create its helper binaries under /tmp."""
+    root = Path("/var/tmp") if os.access("/var/tmp", os.W_OK) else Path(tempfile.gettempdir())
+    return Path(tempfile.mkdtemp(prefix="agents-room-home-", dir=root))
+
+
+def git_project(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    (path / "README.md").write_text(f"# {path.name}\n")
+    return path
+
+
+def cli_env(home: Path, **extra: str) -> dict[str, str]:
+    """A plain environment for a CLI: no developer's keys, no harness markers; node on PATH."""
+    keep = {k: os.environ[k] for k in ("PATH", "LANG", "TERM") if k in os.environ}
+    return {**keep, "HOME": str(home), "NO_COLOR": "1", "CI": "1", **extra}
