@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,57 @@ def test_stdio_serves_its_parent_and_http_knows_no_agent(tmp_path: Path) -> None
                                                                         KEY.lower())
     http = for_http(env)
     assert (http.cwd, http.pid, http.harness, http.harness_key) == (str(tmp_path), None, "unknown", None)
+
+
+# -- the harness from the parent process (issue 28) ----------------------------------------------
+
+
+@pytest.fixture
+def program(tmp_path: Path):
+    """Start a real process under a given program name (a copy of sleep), or a node script."""
+    started: list[subprocess.Popen] = []
+
+    def start(name: str, node: bool = False) -> int:
+        folder = tmp_path / f"bin-{len(started)}"
+        folder.mkdir()
+        if node:
+            if not shutil.which("node"):
+                pytest.skip("node is not installed")
+            (folder / name).write_text("setTimeout(() => {}, 60000)\n")
+            argv = ["node", "--max-old-space-size=100", str(folder / name), "mcp", "list"]
+        else:
+            shutil.copy(shutil.which("sleep") or "/bin/sleep", folder / name)
+            argv = [str(folder / name), "60"]
+        proc = subprocess.Popen(argv)
+        started.append(proc)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the exec: before it, the child is still this Python
+            try:
+                if os.path.basename(os.readlink(f"/proc/{proc.pid}/exe")) in (name, "node", "sleep"):
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        return proc.pid
+
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(("name", "node", "harness"), [
+    ("codex", False, "codex"),  # Codex's native binary starts its MCP servers
+    ("gemini", True, "gemini"),  # node running Gemini CLI's script
+    ("claude.exe", False, "claude-code"),
+    ("bash", False, "unknown"),
+])
+def test_the_harness_is_recognised_from_its_process(program, name: str, node: bool, harness: str) -> None:
+    pid = program(name, node)
+    assert detect_harness({}, pid) == harness
+    assert detect_harness({"CLAUDECODE": "1"}, pid) == "claude-code"  # a marker in the environment wins
+
+
+def test_gemini_marks_its_servers_and_a_gone_parent_is_unknown() -> None:
+    assert detect_harness({"GEMINI_CLI": "1"}) == "gemini"
+    assert detect_harness({}, 2**22 + 12345) == "unknown"  # no such process: nothing to read

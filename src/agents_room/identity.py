@@ -27,15 +27,57 @@ class Identity:
     harness_key: str | None
 
 
-def detect_harness(env: Mapping[str, str]) -> str:
-    """Which harness spawned us, from the markers each sets in its children's environment."""
+# Harness programs by the name they run under: the parent of a stdio server is its harness.
+# Codex starts its servers from its native binary `codex`; Gemini CLI from node running its
+# `gemini` script; Claude Code from its binary (`claude`, `claude.exe` as npm installs it).
+PROGRAMS = {"codex": "codex", "gemini": "gemini", "claude": "claude-code", "claude.exe": "claude-code",
+            "cursor": "cursor", "cursor-agent": "cursor"}
+# Interpreters a harness may run as a script under: the script names the harness.
+INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno"})
+
+
+def detect_harness(env: Mapping[str, str], parent: int | None = None) -> str:
+    """Which harness spawned us: from the markers each sets in its children's environment
+    (Claude Code ``CLAUDECODE=1``, Gemini CLI ``GEMINI_CLI=1``, Cursor ``CURSOR_*``; ``CODEX_*``
+    where a wrapper passes it), else from the program of ``parent`` (Codex passes its servers
+    no variable of its own, but it is their parent)."""
     if env.get("CLAUDECODE") == "1":
         return "claude-code"
+    if env.get("GEMINI_CLI") == "1":
+        return "gemini"
     if any(name.startswith("CODEX_") for name in env):
         return "codex"
     if any(name.startswith("CURSOR_") for name in env):
         return "cursor"
+    if parent is not None:
+        for name in program_names(parent):
+            if name in PROGRAMS:
+                return PROGRAMS[name]
     return "unknown"
+
+
+def program_names(pid: int, proc: str = "/proc") -> list[str]:
+    """What process ``pid`` runs, as base names: its executable, its ``argv[0]``, and the
+    script an interpreter (node) runs. Two small reads; empty when the process is gone or not
+    ours to read."""
+    names = []
+    try:
+        names.append(os.path.basename(os.readlink(f"{proc}/{pid}/exe")))
+    except OSError:
+        pass
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            argv = f.read(4096).split(b"\0")
+    except OSError:
+        return names
+    args = [a.decode("utf-8", "replace") for a in argv if a]
+    if args:
+        names.append(os.path.basename(args[0]))
+        if os.path.basename(args[0]) in INTERPRETERS or (names and names[0] in INTERPRETERS):
+            script = next((a for a in args[1:] if not a.startswith("-")), None)
+            if script:
+                names.append(os.path.basename(script))
+    return names
 
 
 def default_harness_key(env: Mapping[str, str]) -> str | None:
@@ -62,7 +104,8 @@ def project_dir(env: Mapping[str, str]) -> str:
 def for_stdio(env: Mapping[str, str] | None = None) -> Identity:
     """A stdio server serves exactly one agent: the harness that spawned it (our parent)."""
     env = os.environ if env is None else env
-    return Identity(project_dir(env), os.getppid(), detect_harness(env), default_harness_key(env))
+    parent = os.getppid()
+    return Identity(project_dir(env), parent, detect_harness(env, parent), default_harness_key(env))
 
 
 def for_http(env: Mapping[str, str] | None = None) -> Identity:
