@@ -114,6 +114,14 @@ async def test_instructions_explain_the_flow(server) -> None:
         assert code in INSTRUCTIONS
 
 
+def test_the_first_line_of_the_instructions_stands_alone() -> None:
+    # Codex shows the model only the first line of a deferred server's instructions (issue 28):
+    # it must be a whole sentence that names the server and where to start.
+    first, _, rest = INSTRUCTIONS.partition("\n")
+    assert first.startswith("agents-room") and first.rstrip().endswith(".") and "room_join" in first
+    assert rest.startswith("\n")  # a paragraph of its own, not the start of a wrapped one
+
+
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_results_are_structured_and_repeated_as_json_text(server, mode: str) -> None:
     import json

@@ -22,10 +22,13 @@ from . import tools
 from .tools import State
 from .failures import check_arguments, describe, tool_error
 
+# The first line stands alone: Codex shows the model only the first line of a deferred
+# server's instructions, so it must say what the server is and where to start.
 INSTRUCTIONS = """\
-agents-room connects you with the other coding agents working on this machine: in this
-repository, and through shared rooms in other repositories. It holds presence, messages,
-file leases and a record of what you read.
+agents-room: talk to the other coding agents on this machine (presence, messages, file leases, drift checks); call room_join first.
+
+It connects you with them in this repository, and through shared rooms in other
+repositories. It holds presence, messages, file leases and a record of what you read.
 
 1. Call room_join once, first. It returns your session_id (16 lowercase hex): keep it and pass
    it as session_id to every other tool. Your harness key (a UUID such as 2b50133e-...) is a
