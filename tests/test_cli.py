@@ -87,10 +87,15 @@ def test_who_and_doctor_say_which_host_each_session_is_on(
     assert rows[theirs][3:5] == ["unknown", "laptop-2"]
     assert rows[sessions["gone"]][3:5] == ["gone", "this"]
     assert any(line.startswith("liveness on another host") for line in lines)
+    # doctor counts them by the liveness who shows: one word for one fact (issue 28)
+    doctor = run("--db", str(db), "doctor").stdout
+    assert "live sessions" not in doctor
+    said = dict(line.split(":", 1) for line in doctor.splitlines() if ":" in line)
+    assert said["sessions"].strip() == "3 on this host (1 alive, 1 gone, 1 unknown), 1 on laptop-2 (1 unknown)"
     assert "far-one" not in run("--db", str(db), "prune", "--quiet-s", "600").stdout
     doctor = dict(line.split(":", 1) for line in run("--db", str(db), "doctor").stdout.splitlines() if ":" in line)
     assert doctor["this host"].strip() == "desk-1"
-    assert doctor["live sessions"].strip() == "2 on this host, 1 on laptop-2"  # the gone one was pruned
+    assert doctor["sessions"].strip() == "2 on this host (1 alive, 1 unknown), 1 on laptop-2 (1 unknown)"  # the gone one was pruned
 
 
 def test_db_option_overrides_the_environment(db: Path, sessions: dict[str, str]) -> None:

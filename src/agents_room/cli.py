@@ -251,6 +251,13 @@ def doctor(args: argparse.Namespace) -> int:
         raise
     with store:
         health = store.health()
+        # Counted by the liveness `who` shows, so both say one word for one fact: a session
+        # that has not left but whose agent is gone is "gone" here too.
+        by_host: dict[str, dict[str, int]] = {}
+        for m in store.room_who():
+            counts = by_host.setdefault(m.host or "", {})
+            counts[m.liveness] = counts.get(m.liveness, 0) + 1
+        health["liveness_by_host"] = by_host
     health["origin"] = where.origin
     health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
                               for f in others]
@@ -267,9 +274,10 @@ def doctor(args: argparse.Namespace) -> int:
             print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
         print(f"{'this host:':16}{health['host']}")
-        print(f"{'live sessions:':16}" + (", ".join(
-            f"{n} on {'this host' if h == health['host'] else h or 'a host not recorded'}"
-            for h, n in health["sessions_by_host"]) or "none"))
+        print(f"{'sessions:':16}" + (", ".join(
+            f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
+            + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
+            for h, counts in health["liveness_by_host"].items()) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
