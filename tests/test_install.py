@@ -284,3 +284,18 @@ def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Pa
     assert "nothing to change" in install(home, project, "cursor").stdout
     assert snapshot(project) == before
     assert not any(home.iterdir())
+
+
+def test_the_project_install_approves_its_server_on_this_machine(home: Path, project: Path) -> None:
+    # Claude Code keeps a .mcp.json server "Pending approval" until it is accepted; the person who
+    # ran install chose it, so the local settings approve it (issue 28; the real claude says
+    # Connected: tests/test_harness_claude.py). A server they turned down stays turned down.
+    assert install(home, project, "claude-code").returncode == 0
+    local = json.loads((project / ".claude" / "settings.local.json").read_text())
+    assert local["enabledMcpjsonServers"] == ["room"]
+    other = project.parent / "declined"
+    (other / ".claude").mkdir(parents=True)
+    (other / ".claude" / "settings.local.json").write_text(json.dumps({"disabledMcpjsonServers": ["room"]}))
+    assert install(home, other, "claude-code").returncode == 0
+    local = json.loads((other / ".claude" / "settings.local.json").read_text())
+    assert local["disabledMcpjsonServers"] == ["room"] and "enabledMcpjsonServers" not in local

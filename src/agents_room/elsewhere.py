@@ -27,8 +27,9 @@ class Found:
 
 def _configs(root: Path, home: Path) -> list[Path]:
     return [root / ".mcp.json", root / ".claude" / "settings.json", root / ".claude" / "settings.local.json",
-            root / ".cursor" / "mcp.json", home / ".claude.json", home / ".claude" / "settings.json",
-            home / ".cursor" / "mcp.json", home / ".codex" / "config.toml"]
+            root / ".cursor" / "mcp.json", root / ".gemini" / "settings.json", home / ".claude.json",
+            home / ".claude" / "settings.json", home / ".cursor" / "mcp.json", home / ".gemini" / "settings.json",
+            home / ".codex" / "config.toml"]
 
 
 def _settings_in(data: Any, root: Path) -> list[str]:

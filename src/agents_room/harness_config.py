@@ -39,6 +39,8 @@ def plan(harness: str, scope: str | None, root: Path, home: Path, exe: str, hook
         raise InstallError("--channel is a Claude Code feature")
     elif harness == "codex":
         changes = codex(scope or "user", home, exe, store)
+    elif harness == "gemini":
+        changes = gemini(scope or "project", root, home, exe, hook, store)
     else:
         changes = cursor(scope or "project", root, home, exe, hook, store)
     return [c for c in changes if c.before is not None or c.changed]
@@ -133,12 +135,32 @@ def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel
         _json_change(servers, _server_edit(servers, portable), SHARED),
         _json_change(shared, _both(_claude_hooks_edit(shared, {e: [] for e in wanted}),
                                    _env_edit(store if store and store.portable else None)), SHARED),
-        _json_change(local, _both(_claude_hooks_edit(local, wanted),
+        _json_change(local, _both(_claude_hooks_edit(local, wanted), _approve_edit(),
                                   _env_edit(store if store and not store.portable else None)), LOCAL),
         _json_change(state, _local_server_edit(state, str(root), mine),
                      "this machine only: Claude Code's local scope for this project, used instead of .mcp.json's "
                      "entry here because agents-room on PATH is not this installation"),
     ]
+
+
+def _approve_edit() -> Any:
+    """Approve ``.mcp.json``'s ``room`` server on this machine (``enabledMcpjsonServers`` in the
+    local settings): the person who ran install chose it, and Claude Code would otherwise keep
+    it "Pending approval" until they accept it in a chat. A server they turned down
+    (``disabledMcpjsonServers``), or an approval of every server, is left as it is."""
+
+    def edit(data: dict[str, Any]) -> list[str]:
+        if data.get("enableAllProjectMcpServers") is True or SERVER in (data.get("disabledMcpjsonServers") or []):
+            return []
+        enabled = data.setdefault("enabledMcpjsonServers", [])
+        if not isinstance(enabled, list):
+            raise InstallError("settings: 'enabledMcpjsonServers' is not a list; it was left as it is")
+        if SERVER in enabled:
+            return []
+        enabled.append(SERVER)
+        return [f".mcp.json's '{SERVER}' server approved on this machine"]
+
+    return edit
 
 
 def _both(*edits: Any) -> Any:
@@ -230,6 +252,40 @@ def _claude_hooks_edit(path: Path, wanted: dict[str, list[dict[str, Any]]]) -> A
 
 def _marked(hook: Any) -> bool:
     return isinstance(hook, dict) and bool(HOOK_MARK.search(str(hook.get("command", ""))))
+
+
+# -- Gemini CLI ------------------------------------------------------------------------------------
+
+GEMINI_HOOK_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts hook timeouts in milliseconds
+# Gemini CLI's events and the Claude Code ones they match (hook_news.py answers both): the facts
+# ride SessionStart, BeforeAgent (a prompt) and AfterTool as additionalContext; AfterAgent is
+# the end of a turn, where {"decision": "block", "reason": ...} sends the reason as the next
+# prompt, as Claude Code's Stop does (and stop_hook_active marks the repeat).
+GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
+
+
+def gemini(scope: str, root: Path, home: Path, exe: str, hook: str, store: Store | None) -> list[Change]:
+    """``mcpServers.room`` and the hooks in Gemini CLI's ``settings.json``: the project's
+    ``.gemini/settings.json`` (committed, and Gemini CLI has no local form of it: portable
+    commands, like Cursor's), or ``~/.gemini/settings.json`` with ``--scope user`` (this
+    installation's paths and the fast hook command). InstallError for a machine-specific store
+    in a project."""
+    import shlex
+
+    path = (root if scope == "project" else home) / ".gemini" / "settings.json"
+    if scope == "project":
+        if store and not store.portable:
+            raise InstallError(
+                f"the store {_shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
+                ".gemini/settings.json is committed: install with --scope user, or use a store under ~")
+        exe, hook = "agents-room", "agents-room hook"
+    entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
+    if store:
+        entry["env"] = {"AGENTS_ROOM_DB": store.value}
+        hook = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}"  # the hooks' own environment is Gemini's
+    ours = [{"type": "command", "name": "agents-room", "command": hook, "timeout": GEMINI_HOOK_TIMEOUT_MS}]
+    edit = _both(_server_edit(path, entry), _claude_hooks_edit(path, {event: ours for event in GEMINI_EVENTS}))
+    return [_json_change(path, edit, SHARED if scope == "project" else USER)]
 
 
 # -- Cursor -----------------------------------------------------------------------------------------

@@ -12,9 +12,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# Events whose hookSpecificOutput.additionalContext Claude Code adds to the turn.
-CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart"})
-STOP_EVENTS = frozenset({"Stop", "SubagentStop", "stop"})  # "stop": Cursor
+# Events whose hookSpecificOutput.additionalContext the harness adds to the turn: Claude
+# Code's, and Gemini CLI's BeforeAgent (a prompt) and AfterTool.
+CONTEXT_EVENTS = frozenset({"UserPromptSubmit", "PostToolUse", "SessionStart", "BeforeAgent", "AfterTool"})
+# The end of a turn: "stop" is Cursor's; Gemini CLI's AfterAgent takes {"decision": "block"}
+# as Claude Code's Stop does (the reason becomes the next prompt; stop_hook_active the repeat).
+STOP_EVENTS = frozenset({"Stop", "SubagentStop", "stop", "AfterAgent"})
 
 
 def answer(data: dict[str, Any], event: str, db: Any, rules: Any, keys: list[str],

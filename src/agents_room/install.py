@@ -21,13 +21,14 @@ if TYPE_CHECKING:
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
-        "install", help="write a harness's MCP server entry and hooks (claude-code, codex, cursor)",
+        "install", help="write a harness's MCP server entry and hooks (claude-code, codex, gemini, cursor)",
         description="Write or merge the agents-room MCP server entry and hooks into a harness's configuration. "
         "Other entries are kept; running it twice changes nothing. Claude Code: .mcp.json and "
         ".claude/settings.json (project), or ~/.claude.json and ~/.claude/settings.json (user). Codex: "
-        "~/.codex/config.toml. Cursor: .cursor/mcp.json and .cursor/hooks.json (or under ~/.cursor).",
+        "~/.codex/config.toml. Gemini CLI: .gemini/settings.json (or ~/.gemini/settings.json). Cursor: "
+        ".cursor/mcp.json and .cursor/hooks.json (or under ~/.cursor).",
     )
-    p.add_argument("harness", choices=["claude-code", "codex", "cursor"])
+    p.add_argument("harness", choices=["claude-code", "codex", "gemini", "cursor"])
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
     p.add_argument("--dir", metavar="PATH", type=folder, help="the project folder (default: the current folder)")
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
                        Path(os.path.expanduser("~")), executable(args.command, by_name=args.harness != "codex"), hook_command(), channel=args.channel,
                        store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
+        if args.harness == "gemini" and not args.dry_run:
+            print("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
+                  "asks (or list it in ~/.gemini/trustedFolders.json).")
         if args.harness == "claude-code" and (args.scope or "project") == "project":
             print("Claude Code asks once to approve a project's MCP servers: start `claude` here and accept 'room'. "
                   "A teammate with agents-room on PATH gets the server from .mcp.json as committed, and runs "
