@@ -1,0 +1,148 @@
+"""The real Codex CLI (npm ``@openai/codex``) on what ``agents-room install codex`` writes
+(issue 28): ``codex mcp list`` / ``mcp get`` read it, with the docs' wake command line added;
+``codex app-server`` (JSON-RPC over stdio, no model needed) starts our server, lists its 18
+tools, and its ``room_join`` records a session whose harness is ``codex`` (Codex passes no
+variable of its own: the server knows it by its parent process), ``alive`` while Codex runs and
+``gone`` once it has exited. A scratch HOME under /var/tmp and a scratch git project."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harnesscli import binary, cli_env, git_project, scratch_home
+from test_install_codex import add_wake_command
+
+from agents_room.store import Store
+
+pytestmark = pytest.mark.slow
+AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+
+
+@pytest.fixture
+def home():
+    path = scratch_home()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+class AppServer:
+    """``codex app-server``: one JSON object per line each way."""
+
+    def __init__(self, codex: str, cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True, cwd=cwd, env=env)
+        self.seen: list[dict[str, Any]] = []
+        self.next_id = 0
+
+    def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        if not notify:
+            self.next_id += 1
+            message["id"] = self.next_id
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+        return self.next_id
+
+    def wait_for(self, match: Any, timeout: float = 60) -> dict[str, Any]:
+        """The first message (seen before, or read now) that ``match`` accepts."""
+        for message in self.seen:
+            if match(message):
+                return message
+        deadline = time.monotonic() + timeout
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+            if not ready:
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError(f"codex app-server ended; it said: {self.seen[-5:]}")
+            message = json.loads(line)
+            self.seen.append(message)
+            if match(message):
+                return message
+        raise AssertionError(f"nothing matched in {timeout}s; the last messages: {self.seen[-5:]}")
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        sent = self.send(method, params)
+        answer = self.wait_for(lambda m: m.get("id") == sent)
+        assert "error" not in answer, answer
+        return answer["result"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def test_codex_runs_the_installed_server(home: Path) -> None:
+    codex = binary("codex")
+    project = git_project(home / "proj")
+    db = home / "room.db"
+    env = cli_env(home)
+    # installed with this installation on PATH: the command written must not need it
+    done = subprocess.run([AGENTS_ROOM, "install", "codex"], capture_output=True, text=True, timeout=60,
+                          env={**env, "PATH": f"{Path(AGENTS_ROOM).parent}:{env['PATH']}", "AGENTS_ROOM_DB": str(db)})
+    assert done.returncode == 0, done.stderr
+    add_wake_command(home / ".codex" / "config.toml", "true")  # as docs/harnesses.md says
+    listed = subprocess.run([codex, "mcp", "get", "room", "--json"], capture_output=True, text=True, timeout=60,
+                            env=env, cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    entry = json.loads(listed.stdout)
+    assert entry["transport"]["command"] == str(Path(AGENTS_ROOM).absolute())
+    # a store under HOME is written ~/...; agents-room expands it itself
+    assert entry["transport"]["env"] == {"AGENTS_ROOM_DB": "~/room.db", "AGENTS_ROOM_WAKE_COMMAND": "true"}
+
+    server = AppServer(codex, project, env)
+    try:
+        server.call("initialize", {"clientInfo": {"name": "agents-room-tests", "version": "1"}})
+        server.send("initialized", notify=True)
+        thread = server.call("thread/start", {"cwd": str(project)})["thread"]["id"]
+        status = server.wait_for(lambda m: m.get("method") == "mcpServer/startupStatus/updated"
+                                 and m["params"]["name"] == "room" and m["params"]["status"] in ("ready", "failed"))
+        assert status["params"]["status"] == "ready", status
+        servers = {s["name"]: s for s in server.call("mcpServerStatus/list", {})["data"]}
+        assert len(servers["room"]["tools"]) == 18 and not servers["room"].get("toolsError")
+
+        def tool(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+            result = server.call("mcpServer/tool/call", {"server": "room", "threadId": thread, "tool": name,
+                                                         "arguments": arguments})
+            assert result.get("isError") is False, result
+            return result["structuredContent"]
+
+        joined = tool("room_join", {"label": "codex-agent"})
+        assert joined["store"] == str(db) and joined["rooms"] == ["repo:proj"]
+        members = tool("room_who", {"session_id": joined["session_id"]})["sessions"]
+        [me] = [m for m in members if m["session_id"] == joined["session_id"]]
+        assert (me["harness"], me["liveness"]) == ("codex", "alive")
+    finally:
+        server.close()
+    # Codex has exited: its session is gone (by the harness process it recorded)
+    deadline = time.monotonic() + 15
+    while True:
+        with Store.open(db, create=False) as store:
+            [me] = [m for m in store.room_who() if m.session_id == joined["session_id"]]
+        if me.liveness == "gone" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert (me.harness, me.liveness) == ("codex", "gone"), me
+    assert not os.path.exists(f"/proc/{server.proc.pid}")
