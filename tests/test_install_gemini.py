@@ -54,7 +54,7 @@ def test_project_install_merges_and_a_second_run_changes_nothing(home: Path, pro
     settings = json.loads(path.read_text())
     assert settings["ui"] == {"theme": "GitHub"} and settings["mcpServers"]["docs"] == {"command": "docs-mcp"}
     # committed: commands that work wherever agents-room is on PATH
-    assert settings["mcpServers"]["room"] == {"command": "agents-room", "args": ["serve"]}
+    assert settings["mcpServers"]["room"] == {"command": "agents-room", "args": ["serve"], "timeout": 60000}
     assert settings["hooks"]["AfterTool"][0] == theirs
     for event in EVENTS:
         [ours] = [h for g in settings["hooks"][event] for h in g["hooks"] if "agents-room" in h["command"]]

@@ -257,6 +257,7 @@ def _marked(hook: Any) -> bool:
 # -- Gemini CLI ------------------------------------------------------------------------------------
 
 GEMINI_HOOK_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts hook timeouts in milliseconds
+GEMINI_TIMEOUT_MS = 60_000
 # Gemini CLI's events and the Claude Code ones they match (hook_news.py answers both): the facts
 # ride SessionStart, BeforeAgent (a prompt) and AfterTool as additionalContext; AfterAgent is
 # the end of a turn, where {"decision": "block", "reason": ...} sends the reason as the next
@@ -279,7 +280,9 @@ def gemini(scope: str, root: Path, home: Path, exe: str, hook: str, store: Store
                 f"the store {_shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
                 ".gemini/settings.json is committed: install with --scope user, or use a store under ~")
         exe, hook = "agents-room", "agents-room hook"
-    entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
+    # `timeout` (ms) bounds a request, and the connection `gemini mcp list` waits for: 5 s without
+    # it, less than the server's first start (it imports the MCP SDK) on a busy machine.
+    entry: dict[str, Any] = {"command": exe, "args": ["serve"], "timeout": GEMINI_TIMEOUT_MS}
     if store:
         entry["env"] = {"AGENTS_ROOM_DB": store.value}
         hook = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}"  # the hooks' own environment is Gemini's

@@ -1,0 +1,75 @@
+"""The real Gemini CLI (npm ``@google/gemini-cli``) on what ``agents-room install gemini``
+writes (issue 28): in a trusted folder ``gemini mcp list`` starts our server and says
+Connected; a run of ``gemini -p`` (a placeholder API key: the model call fails, the hooks before
+it run) runs the installed hooks, which announce mail to the session of that Gemini process.
+The hook's answers to each Gemini event: tests/test_install_gemini.py. A scratch HOME under
+/var/tmp and a scratch git project; agents-room on PATH, as the committed file expects."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from harnesscli import binary, cli_env, git_project, scratch_home
+
+from agents_room.store import Store
+
+pytestmark = pytest.mark.slow
+AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+
+
+@pytest.fixture
+def home():
+    path = scratch_home()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def announced(db: Path) -> bool:
+    conn = sqlite3.connect(db)
+    try:
+        return bool(conn.execute("SELECT count(*) FROM deliveries WHERE announced = 1").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_gemini_connects_to_the_installed_server_and_runs_its_hooks(home: Path) -> None:
+    gemini = binary("gemini")
+    project = git_project(home / "proj")
+    db = home / "room.db"
+    env = cli_env(home, PATH=f"{Path(AGENTS_ROOM).parent}:{os.environ['PATH']}", AGENTS_ROOM_DB=str(db))
+    done = subprocess.run([AGENTS_ROOM, "install", "gemini"], capture_output=True, text=True, timeout=60,
+                          cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    (home / ".gemini").mkdir(exist_ok=True)
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    listed = subprocess.run([gemini, "mcp", "list"], capture_output=True, text=True, timeout=120, cwd=project,
+                            env=env)
+    said = listed.stdout + listed.stderr  # (Gemini CLI 0.61 prints its list on stderr)
+    assert "✓ room: agents-room serve (stdio) - Connected" in said, said
+
+    run = subprocess.Popen([gemini, "-p", "hello"], cwd=project, env={**env, "GEMINI_API_KEY": "placeholder"},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        with Store.open(db) as store:
+            # the session of this Gemini process, as its server records it (no key: the harness pid)
+            me = store.room_join(cwd=str(project), pid=run.pid, harness="gemini").session_id
+            bob = store.room_join(cwd=str(project), pid=None, label="bob").session_id
+            store.msg_send(bob, me, subject="hello from bob")
+        deadline = time.monotonic() + 90
+        while not announced(db) and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.3)
+        assert announced(db), "no Gemini hook announced the message"
+    finally:
+        os.killpg(run.pid, signal.SIGTERM)
+        run.wait(timeout=30)
+    with Store.open(db) as store:
+        assert [m.subject for m in store.msg_recv(me).messages] == ["hello from bob"]  # announcing is not reading
