@@ -4,8 +4,9 @@ are, and a scratch HOME and project for each test.
 ``.ci/run`` installs each from npm into its own folder of a cache outside the clone
 (``npm install --prefix $AGENTS_ROOM_NPM_CACHE/<name> <package>``); ``$AGENTS_ROOM_NPM_CACHE``
 names that cache, default the one ``.ci/run`` uses. A CLI that is not there skips its tests,
-except under CI (``CI=true``), where ``.ci/run`` must have installed it: there it fails, so a
-registry that could not be reached never turns into a quiet skip.
+except where ``.ci/run`` installed them (it sets ``AGENTS_ROOM_REQUIRE_HARNESS_CLIS=1``) or under
+``CI=true``: there a missing one fails, so a registry that could not be reached never turns into
+a quiet skip.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 CACHE_ENV = "AGENTS_ROOM_NPM_CACHE"
+REQUIRE_ENV = "AGENTS_ROOM_REQUIRE_HARNESS_CLIS"
 DEFAULT_CACHE = "/var/cache/agents-room-npm"
 
 # name -> (npm package, folder in the cache, binary under node_modules/.bin)
@@ -43,7 +45,7 @@ def binary(name: str) -> str:
     elif not os.access(path, os.X_OK):
         problem = f"{path} is missing (npm install --prefix {cache() / folder} {package})"
     if problem:
-        if os.environ.get("CI") == "true":
+        if os.environ.get(REQUIRE_ENV) == "1" or os.environ.get("CI") == "true":
             pytest.fail(f"{name}: {problem}; .ci/run installs it")
         pytest.skip(f"{name}: {problem}")
     return str(path)
