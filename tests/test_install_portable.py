@@ -61,7 +61,7 @@ def test_committed_files_hold_no_path_of_this_machine(home: Path, project: Path,
     assert json.loads(files[".mcp.json"])["mcpServers"]["room"]["command"] == "agents-room"
     assert "shared: commit it" in said_of(done.stdout, project / ".mcp.json")
     assert "this machine only" in said_of(done.stdout, project / ".claude" / "settings.local.json")
-    assert "approve a project's MCP servers" in done.stdout
+    assert "approved 'room' on this machine" in done.stdout
 
     # a teammate: another machine (another HOME), agents-room installed on PATH, the files from git
     teammate = tmp_path / "teammate"

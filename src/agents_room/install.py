@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
             print("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
                   "asks (or list it in ~/.gemini/trustedFolders.json).")
         if args.harness == "claude-code" and (args.scope or "project") == "project":
-            print("Claude Code asks once to approve a project's MCP servers: start `claude` here and accept 'room'. "
-                  "A teammate with agents-room on PATH gets the server from .mcp.json as committed, and runs "
-                  "`agents-room install claude-code` once for the hooks.")
+            print("Claude Code runs a project's MCP servers once they are approved: this install approved 'room' on this "
+                  "machine (.claude/settings.local.json). A teammate with agents-room on PATH gets the server from "
+                  ".mcp.json as committed, and runs `agents-room install claude-code` once for the hooks and the approval.")
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
