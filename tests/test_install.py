@@ -299,3 +299,21 @@ def test_the_project_install_approves_its_server_on_this_machine(home: Path, pro
     assert install(home, other, "claude-code").returncode == 0
     local = json.loads((other / ".claude" / "settings.local.json").read_text())
     assert local["disabledMcpjsonServers"] == ["room"] and "enabledMcpjsonServers" not in local
+
+
+@pytest.mark.parametrize(("harness", "name", "content"), [
+    ("claude-code", ".claude/settings.local.json", '{"hooks": '),
+    ("codex", "HOME/.codex/config.toml", "[mcp_servers.room\n"),
+    ("gemini", ".gemini/settings.json", "{'single': 'quotes'}"),
+    ("cursor", ".cursor/hooks.json", '{"hooks": {"stop": {}}}'),
+])
+def test_every_harness_refuses_what_it_cannot_parse_in_one_line(home: Path, project: Path, harness: str, name: str,
+                                                                content: str) -> None:
+    path = home / name[5:] if name.startswith("HOME/") else project / name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content.encode())
+    before = snapshot(project, home)
+    proc = install(home, project, harness)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and str(path) in proc.stderr
+    assert snapshot(project, home) == before  # nothing written, that file byte for byte
