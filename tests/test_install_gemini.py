@@ -34,7 +34,9 @@ def project(tmp_path: Path) -> Path:
 
 
 def install(home: Path, project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``agents-room install gemini ARGS``, this installation first on PATH unless ``env`` says."""
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
+    base["PATH"] = f"{Path(AGENTS_ROOM).parent}:{base.get('PATH', '/usr/bin:/bin')}"
     return subprocess.run([AGENTS_ROOM, "install", "gemini", *args], check=False, capture_output=True, text=True,
                           timeout=60, cwd=project, env={**base, "HOME": str(home), **env}, stdin=subprocess.DEVNULL)
 
@@ -65,6 +67,11 @@ def test_project_install_merges_and_a_second_run_changes_nothing(home: Path, pro
     again = install(home, project)
     assert again.returncode == 0 and "nothing to change" in again.stdout and path.read_bytes() == before
     assert not any(home.iterdir())
+    assert "not on PATH" not in done.stdout  # (agents-room is this installation on the test's PATH)
+    elsewhere = project.parent / "elsewhere"
+    elsewhere.mkdir()
+    done = install(home, elsewhere, PATH="/usr/bin:/bin")  # the committed command would not be found
+    assert done.returncode == 0 and "not this installation on PATH" in done.stdout
 
 
 def test_user_scope_writes_this_installations_paths_under_home(home: Path, project: Path, tmp_path: Path) -> None:

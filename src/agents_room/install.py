@@ -59,9 +59,13 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command, by_name=args.harness != "codex"), hook_command(), channel=args.channel,
+                       Path(os.path.expanduser("~")), executable(args.command, by_name=_by_name(args)), hook_command(), channel=args.channel,
                        store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
+        portable = args.harness in ("gemini", "cursor") and (args.scope or "project") == "project"
+        if portable and not args.command and executable(None) != "agents-room":
+            print("note: the project file runs `agents-room` by name, and that is not this installation on PATH here: "
+                  "put it on PATH (README), or install with --scope user")
         if args.harness == "gemini" and not args.dry_run:
             print("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
                   "asks (or list it in ~/.gemini/trustedFolders.json).")
@@ -105,6 +109,13 @@ def store_setting(given: str | None) -> Store | None:
         return Store(f"~/{location.path.relative_to(Path.home())}", portable=True)
     except ValueError:
         return Store(location.target, portable=False)
+
+
+def _by_name(args: argparse.Namespace) -> bool:
+    """May the server entry run ``agents-room`` by name? Codex's file and Gemini CLI's user
+    settings are this machine's own, read by a harness that may start without this shell's
+    PATH: they get the absolute path."""
+    return not (args.harness == "codex" or (args.harness == "gemini" and args.scope == "user"))
 
 
 def executable(given: str | None, *, by_name: bool = True) -> str:
