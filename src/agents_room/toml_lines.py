@@ -157,7 +157,8 @@ class Document:
         while at > 0 and not self.lines[at - 1].strip():  # before the blank lines that end it
             at -= 1
         self._ensure_newline(at)
-        self.lines[at:at] = ["\n", *self._table_lines(f"{table}.{sub}", entry)]
+        after = ["\n"] if at < len(self.lines) and self.lines[at].strip() else []  # a blank line before what follows
+        self.lines[at:at] = ["\n", *self._table_lines(f"{table}.{sub}", entry), *after]
 
     def append_table(self, table: str, entry: dict[str, Any], subtables: dict[str, dict[str, Any]]) -> str:
         """The text with ``[table]`` (and its ``[table.<sub>]`` tables) added at the end."""
