@@ -135,7 +135,7 @@ def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel
         _json_change(servers, _server_edit(servers, portable), SHARED),
         _json_change(shared, _both(_claude_hooks_edit(shared, {e: [] for e in wanted}),
                                    _env_edit(store if store and store.portable else None)), SHARED),
-        _json_change(local, _both(_claude_hooks_edit(local, wanted), _approve_edit(),
+        _json_change(local, _both(_claude_hooks_edit(local, wanted), _approve_edit(local),
                                   _env_edit(store if store and not store.portable else None)), LOCAL),
         _json_change(state, _local_server_edit(state, str(root), mine),
                      "this machine only: Claude Code's local scope for this project, used instead of .mcp.json's "
@@ -143,7 +143,7 @@ def claude_code(scope: str, root: Path, home: Path, exe: str, hook: str, channel
     ]
 
 
-def _approve_edit() -> Any:
+def _approve_edit(path: Path) -> Any:
     """Approve ``.mcp.json``'s ``room`` server on this machine (``enabledMcpjsonServers`` in the
     local settings): the person who ran install chose it, and Claude Code would otherwise keep
     it "Pending approval" until they accept it in a chat. A server they turned down
@@ -154,7 +154,7 @@ def _approve_edit() -> Any:
             return []
         enabled = data.setdefault("enabledMcpjsonServers", [])
         if not isinstance(enabled, list):
-            raise InstallError("settings: 'enabledMcpjsonServers' is not a list; it was left as it is")
+            raise InstallError(f"{path}: 'enabledMcpjsonServers' is not a list; it was left as it is")
         if SERVER in enabled:
             return []
         enabled.append(SERVER)

@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command, by_name=_by_name(args)), hook_command(), channel=args.channel,
-                       store=store_setting(getattr(args, "db", None)))
+                       Path(os.path.expanduser("~")), executable(args.command, by_name=_by_name(args)), hook_command(),
+                       channel=args.channel, store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
         portable = args.harness in ("gemini", "cursor") and (args.scope or "project") == "project"
         if portable and not args.command and executable(None) != "agents-room":
@@ -70,9 +70,10 @@ def run(args: argparse.Namespace) -> int:
             print("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
                   "asks (or list it in ~/.gemini/trustedFolders.json).")
         if args.harness == "claude-code" and (args.scope or "project") == "project":
-            print("Claude Code runs a project's MCP servers once they are approved: this install approved 'room' on this "
-                  "machine (.claude/settings.local.json). A teammate with agents-room on PATH gets the server from "
-                  ".mcp.json as committed, and runs `agents-room install claude-code` once for the hooks and the approval.")
+            print("Claude Code runs a project's MCP servers once they are approved: install approved 'room' on this "
+                  "machine (.claude/settings.local.json), unless you had turned it down there. A teammate with "
+                  "agents-room on PATH gets the server from .mcp.json as committed, and runs `agents-room install "
+                  "claude-code` once for the hooks and the approval.")
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
