@@ -44,9 +44,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        store = _store(args) if args.action == "install" else None  # a bad location is refused first
         hooks = hooks_folder(args.repo or os.getcwd())
         if args.action == "install":
-            print(install(hooks, _store(args)))
+            print(install(hooks, store))
         else:
             print(uninstall(hooks))
     except (GuardInstallError, OSError) as exc:

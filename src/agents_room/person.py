@@ -1,17 +1,8 @@
-"""``agents-room send`` and ``agents-room inbox``: a person in the room.
+"""``agents-room send`` and ``agents-room inbox``: a person in the room, from the command line.
 
-A person speaks as a session of harness ``human``, labelled ``$USER`` unless ``--label``. The
-session is found again at every command by its harness key, a UUID derived from this host's id
-and the person's user (uid and login name): one person, one session per store and host, across
-commands, shells and folders, with no file of its own to keep. ``room_join`` with that key
-rejoins it (store/sessions.py), so ``send`` adds the rooms it is given and moves the session's
-folder (and its repo room) to where the command runs. It has no process (``pid`` NULL), so
-``room_who`` shows its liveness ``unknown`` and ``prune`` never takes it; its autonomy is
-``hold``: a person reads mail when they run ``inbox``.
-
-Agents see a person as ``harness: human`` in ``room_who`` and as ``sender_harness: human`` in
-each message they receive. The store's rules are the tools' own: ``send`` answers as
-``msg_send`` does, ``inbox`` is ``msg_recv`` followed by ``msg_ack`` of each message.
+The person is a session of harness ``human`` (store/people.py: how it is found again at every
+command), labelled ``$USER`` unless ``--label``. ``send`` answers as ``msg_send`` does;
+``inbox`` is ``msg_recv`` followed by ``msg_ack`` of each message it printed.
 """
 
 from __future__ import annotations
@@ -21,14 +12,9 @@ import json
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .parser import not_empty
-
-if TYPE_CHECKING:
-    from .store import Store
-
-HARNESS = "human"
 
 
 def whole(text: str) -> int:
@@ -72,20 +58,6 @@ def add_inbox(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def person_key(host: str) -> str:
-    """The person's harness key: stable for this user on this host, never a harness's own."""
-    import uuid
-
-    uid = os.getuid()
-    try:
-        import pwd
-
-        login = pwd.getpwuid(uid).pw_name
-    except (ImportError, KeyError):  # a uid with no passwd entry (some containers)
-        login = ""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"agents-room:human/{host}/{uid}/{login}"))
-
-
 def default_label() -> str:
     import getpass
 
@@ -95,21 +67,15 @@ def default_label() -> str:
         return f"uid-{os.getuid()}"
 
 
-def join(store: Store, room: str | None, label: str | None) -> str:
-    """The person's session id, joined (or rejoined) in the current folder's repo room and
-    ``room``."""
-    joined = store.room_join(cwd=os.getcwd(), pid=None, room=room, label=label or default_label(),
-                             autonomy="hold", harness=HARNESS, harness_key=person_key(store.host))
-    return joined.session_id
-
-
 def send(args: argparse.Namespace) -> int:
     from .cli import open_store
+    from .store import people
 
     body = sys.stdin.read() if args.body == "-" else args.body
     with open_store(args, create=False) as store:  # no store: nobody to speak to, and none is made
-        me = join(store, args.room, args.label)
-        sent = store.msg_send(me, args.to, args.subject, body, reply_to=args.reply_to, ttl_s=args.ttl_s)
+        me, sent = people.send(store, cwd=os.getcwd(), label=args.label or default_label(), to=args.to,
+                               subject=args.subject, body=body, room=args.room, reply_to=args.reply_to,
+                               ttl_s=args.ttl_s)
     if args.json:
         _print_json({"session_id": me, "message_id": sent.message_id, "recipients": sent.recipients,
                     "warning": sent.warning})
@@ -124,19 +90,21 @@ def send(args: argparse.Namespace) -> int:
 
 def inbox(args: argparse.Namespace) -> int:
     from .cli import open_store
+    from .store import bounds, people
 
+    limit = bounds.limit(args.limit, 100)  # refused before anything is opened
     with open_store(args, create=False) as store:
-        session = store.hook_session([person_key(store.host)], [])
-        if session is None:
+        me = people.session_of(store)
+        if me is None:
             print(f"no messages: you have no session in {store.path} yet (agents-room send makes it)")
             return 0
-        got = store.msg_recv(session.id, args.limit)
+        got = store.msg_recv(me, limit)
         for m in got.messages:
-            store.msg_ack(session.id, m.id)
+            store.msg_ack(me, m.id)
     if args.json:
         import dataclasses
 
-        _print_json({"session_id": session.id, "messages": [dataclasses.asdict(m) for m in got.messages],
+        _print_json({"session_id": me, "messages": [dataclasses.asdict(m) for m in got.messages],
                     "inbox": dataclasses.asdict(got.inbox) if got.inbox else None})
         return 0
     for m in got.messages:
@@ -148,7 +116,7 @@ def inbox(args: argparse.Namespace) -> int:
     if got.inbox is not None:
         box = got.inbox
         last = f", the last at {_iso(box.last_delivery_at)}" if box.last_delivery_at else ""
-        print(f"no new messages for session {session.id} (rooms {', '.join(box.rooms) or 'none'}; "
+        print(f"no new messages for session {me} (rooms {', '.join(box.rooms) or 'none'}; "
               f"{box.deliveries_total} received, {box.deliveries_read} read{last})")
     return 0
 
