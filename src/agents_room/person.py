@@ -12,9 +12,12 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .parser import not_empty
+
+if TYPE_CHECKING:
+    from .store import Store
 
 
 def whole(text: str) -> int:
@@ -67,12 +70,20 @@ def default_label() -> str:
         return f"uid-{os.getuid()}"
 
 
+def open_store(args: argparse.Namespace) -> Store:
+    """The command's store (``--db``, else ``$AGENTS_ROOM_DB``, else the default), never created:
+    where there is no store, there is nobody to speak to (as cli.open_store with create=False)."""
+    from .store import Store
+    from .store.location import resolve
+
+    return Store.open(resolve(args.db, source="--db"), create=False)
+
+
 def send(args: argparse.Namespace) -> int:
-    from .cli import open_store
     from .store import people
 
     body = sys.stdin.read() if args.body == "-" else args.body
-    with open_store(args, create=False) as store:  # no store: nobody to speak to, and none is made
+    with open_store(args) as store:  # no store: nobody to speak to, and none is made
         me, sent = people.send(store, cwd=os.getcwd(), label=args.label or default_label(), to=args.to,
                                subject=args.subject, body=body, room=args.room, reply_to=args.reply_to,
                                ttl_s=args.ttl_s)
@@ -89,11 +100,10 @@ def send(args: argparse.Namespace) -> int:
 
 
 def inbox(args: argparse.Namespace) -> int:
-    from .cli import open_store
     from .store import bounds, people
 
     limit = bounds.limit(args.limit, 100)  # refused before anything is opened
-    with open_store(args, create=False) as store:
+    with open_store(args) as store:
         me = people.session_of(store)
         if me is None:
             print(f"no messages: you have no session in {store.path} yet (agents-room send makes it)")
