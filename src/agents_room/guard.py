@@ -159,15 +159,35 @@ def check(path: str, paths: list[str]) -> tuple[list[Any], list[Any]] | None:
         return None
     from .hook_news import bare_store_modules
 
-    sqlite_open, rule = bare_store_modules("sqlite_open", "commitguard")
-    db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
+    (rule,) = bare_store_modules("commitguard")
+    # The guard only reads: the bare C connection, as the mail hook's probe reads (hook.probe),
+    # without the store's writer machinery (admission queue, migrations) and its imports.
+    # mode=rw: a path that is no file is never created.
     try:
-        with db.read() as tx:
-            # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
-            mine = rule.committers(tx, keys, pids, None)
-            return mine, rule.blockers(tx, paths, {c.session_id for c in mine})
+        from _sqlite3 import connect
+    except ImportError:
+        from sqlite3 import connect
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+    conn = connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN")  # one snapshot for both lookups (WAL: a reader never waits for writers)
+        tx = _Reader(conn)
+        # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
+        mine = rule.committers(tx, keys, pids, None)
+        return mine, rule.blockers(tx, paths, {c.session_id for c in mine})
     finally:
-        db.close()
+        conn.close()
+
+
+class _Reader:
+    """What the rule (store/commitguard.py) reads through, as through a store's ``Tx``: rows
+    of a query, and the transaction's time (the store's clock is the wall clock)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.now = conn, time.time()
+
+    def all(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self.conn.execute(sql, params).fetchall()
 
 
 # -- the words ----------------------------------------------------------------------------------------

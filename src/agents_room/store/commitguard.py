@@ -2,7 +2,7 @@
 of other sessions cover the paths a commit stages.
 
 A staged path is blocked by a lease that covers it (store/coverage.py: the path itself, or a
-directory lease of one of its ancestors), that is ``exclusive``, that has not expired at the
+directory lease of one of its ancestors, ``covering_paths``), that is ``exclusive``, that has not expired at the
 transaction's time, and whose holder is not one of the committer's own sessions. Shared
 leases never block a commit: a shared holder announced that others may write too.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from .coverage import covering_paths
+from .coverage import ancestors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,10 +68,15 @@ def blockers(tx: Tx, paths: list[str], own: set[str]) -> list[Blocker]:
     """Every (staged path, lease) where a live exclusive lease of a session not in ``own``
     covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead."""
     wanted: dict[str, list[str]] = {}  # lease path -> the staged paths it would cover
+    above: dict[str, list[str]] = {}  # a folder -> the lease paths over what it holds
     for path in paths:
-        for lease_path in covering_paths(path):
-            if _storable(lease_path):
-                wanted.setdefault(lease_path, []).append(path)
+        # A commit's paths share their folders: the folders' lease paths are worked out once.
+        folder = path[:path.rfind("/") + 1]
+        over = above.get(folder)
+        if over is None:
+            over = above[folder] = [p for p in ancestors(path) if _storable(p)]
+        for lease_path in (*over, path) if _storable(path) else over:
+            wanted.setdefault(lease_path, []).append(path)
     found = []
     names = list(wanted)
     for start in range(0, len(names), CHUNK):
