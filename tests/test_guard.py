@@ -286,3 +286,13 @@ def test_the_hook_path_imports_neither_the_store_package_nor_subprocess(tmp_path
     loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert {"agents_room.guard", "agents_room.store.commitguard"} <= loaded, loaded
     assert not loaded & {"subprocess", "dataclasses", "agents_room.store.leases", "mcp", "re"}, loaded
+
+
+def test_commit_all_checks_the_index_git_commits(room: Store, guarded: Path) -> None:
+    """``git commit -a`` stages into a temporary index (GIT_INDEX_FILE) for the hook: that is
+    the one checked, not the repository's own."""
+    room.lease_claim(holder(room, guarded), str(guarded / "a.py"))
+    (guarded / "a.py").write_text("changed, not added\n")
+    before = head(guarded)
+    done = git(guarded, "commit", "-q", "-a", "-m", "all", check=False)
+    assert "a.py:" in refused(done, guarded, before)
