@@ -43,11 +43,13 @@ GIT_DIFF = ["git", "diff", "--cached", "--name-status", "-z", "-M", "--no-ext-di
 
 
 class GuardError(Exception):
-    """The guard could not check (git failed, or the store): the commit is allowed."""
+    """git could not be run, or failed: nothing was checked, and the commit is allowed."""
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The hook: exit 1 refuses the commit, 0 lets it through."""
+    """The hook: exit 1 refuses the commit (a covered path, or a bad ``$AGENTS_ROOM_GUARD`` or
+    argument), 0 lets it through. Never raises: its own trouble (``GuardError``, the store's
+    errors) is one line on stderr, and the commit goes ahead."""
     argv = sys.argv[1:] if argv is None else argv
     mode = os.environ.get(ENV, "").strip().lower() or "on"
     if mode not in MODES:
