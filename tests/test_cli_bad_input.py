@@ -94,6 +94,38 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["install", "claude-code"], {"AGENTS_ROOM_DB": "room.db"}, False, "relative path"),
     (["install", "cursor"], {"AGENTS_ROOM_DB": "/srv/room.db"}, False, "--scope user"),
     (["install", "claude-code", "--dir", "{bad_json}"], {}, False, "not valid JSON"),
+    (["send"], {}, False, "TO"),
+    (["send", "*"], {}, False, "SUBJECT"),
+    (["send", "", "s"], {}, False, "to"),
+    (["send", "0123456789abcdef", "s"], {}, False, "0123456789abcdef"),
+    (["send", "*", "x" * 201], {}, False, "subject"),
+    (["send", "*", "s", "x" * 70000], {}, False, "body"),
+    (["send", "*", "s", "b", "extra"], {}, False, "extra"),
+    (["send", "*", "s", "--room"], {}, False, "--room"),
+    (["send", "*", "s", "--room", "Not A Room"], {}, False, "room"),
+    (["send", "*", "s", "--label"], {}, False, "--label"),
+    (["send", "*", "s", "--label", ""], {}, False, "--label"),
+    (["send", "*", "s", "--label", "x" * 65], {}, False, "label"),
+    (["send", "*", "s", "--ttl-s", "abc"], {}, False, "--ttl-s"),
+    (["send", "*", "s", "--ttl-s", "0"], {}, False, "ttl_s"),
+    (["send", "*", "s", "--reply-to", "x"], {}, False, "--reply-to"),
+    (["send", "*", "s", "--reply-to", "999"], {}, False, "reply_to"),
+    (["--db", "{dir}/none/room.db", "send", "*", "s"], {}, False, "there is no store"),
+    (["inbox", "--limit"], {}, False, "--limit"),
+    (["inbox", "--limit", "abc"], {}, False, "--limit"),
+    (["inbox", "--limit", "0"], {}, False, "limit"),
+    (["inbox", "--json", "x"], {}, False, "x"),
+    (["--db", "{dir}/none/room.db", "inbox"], {}, False, "there is no store"),
+    (["guard"], {}, False, "action"),
+    (["guard", "nope"], {}, False, "nope"),
+    (["guard", "install", "--repo"], {}, False, "--repo"),
+    (["guard", "install", "--repo", ""], {}, False, "--repo"),
+    (["guard", "install", "--repo", "{dir}/missing"], {}, False, "not a folder"),
+    (["guard", "install", "--repo", "{text}"], {}, False, "not a folder"),
+    (["guard", "install", "--repo", "{dir}"], {}, False, "not in a git work tree"),
+    (["guard", "uninstall", "--repo", "{dir}"], {}, False, "not in a git work tree"),
+    (["guard", "install", "--repo", "{git}"], {}, True, "{git}/.git/hooks"),
+    (["guard", "install", "--repo", "{git}"], {"AGENTS_ROOM_DB": "room.db"}, False, "relative path"),
 ]
 
 
@@ -112,9 +144,11 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "bad_json").mkdir()
     (root / "bad_json" / ".mcp.json").write_text("{not json")
     (root / "home").mkdir()
+    subprocess.run(["git", "init", "-q", str(root / "git")], check=True)  # its hooks folder read-only
+    (root / "git" / ".git" / "hooks").chmod(0o555)
     Store.open(root / "store.db").close()
     return {name: str(root / name) for name in ("dir", "fifo", "text", "unreadable", "readonly", "bad_json",
-                                                 "home")} | {"store": str(root / "store.db"), "root": str(root)}
+                                                 "home", "git")} | {"store": str(root / "store.db"), "root": str(root)}
 
 
 def fill(text: str, places: dict[str, str]) -> str:
@@ -129,7 +163,7 @@ def fill(text: str, places: dict[str, str]) -> str:
 def test_bad_input_is_one_clear_line(places: dict[str, str], argv: list[str], env: dict[str, str],
                                      unprivileged: bool, word: str) -> None:
     argv = [fill(a, places) for a in argv]
-    before = sorted(os.listdir(places["root"])) + sorted(os.listdir(places["readonly"]))
+    before = sorted(os.listdir(places["root"])) + sorted(os.listdir(places["readonly"])) + hooks(places)
     base = {k: v for k, v in os.environ.items() if not k.startswith("AGENTS_ROOM_")}
     full = {**base, "HOME": places["home"], "AGENTS_ROOM_DB": places["store"], **env}
     done = subprocess.run([*(NO_DAC if unprivileged else []), EXE, *argv], capture_output=True, text=True, timeout=60,
@@ -140,8 +174,12 @@ def test_bad_input_is_one_clear_line(places: dict[str, str], argv: list[str], en
     assert len(lines) == 1, done.stderr
     assert lines[0].startswith("agents-room"), lines[0]
     assert fill(word, places) in lines[0], lines[0]
-    assert sorted(os.listdir(places["root"])) + sorted(os.listdir(places["readonly"])) == before  # nothing made
+    assert sorted(os.listdir(places["root"])) + sorted(os.listdir(places["readonly"])) + hooks(places) == before  # nothing made
     assert not stat.S_ISREG(os.stat(places["fifo"]).st_mode) and not os.listdir(places["dir"])
+
+
+def hooks(places: dict[str, str]) -> list[str]:
+    return sorted(os.listdir(os.path.join(places["git"], ".git", "hooks")))
 
 
 def options(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
@@ -161,13 +199,23 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     covered = set()
     for argv, env, _, _ in CASES:
         command = next((a for a in argv if not a.startswith("-") and a in {"serve", "dashboard", "who", "prune", "doctor",
-                                                                            "hook", "install", "copy"}), None)
+                                                                            "hook", "install", "copy", "send", "inbox",
+                                                                            "guard"}), None)
         for a in argv:
             covered.add((command, a) if command and a.startswith("--") else ("--db",) if a == "--db" else ())
         if command == "install":
             covered.add(("install", "harness"))
+        rest = argv[argv.index(command) + 1:] if command else []
+        if command == "guard" and (not rest or rest[0].startswith("-") or rest[0] not in {"install", "uninstall"}):
+            covered.add(("guard", "action"))  # a missing or unknown action
+        if command == "send" and not any(a.startswith("-") for a in rest):  # the positional the case gets wrong
+            if len(rest) < 2:
+                covered.add(("send", ["to", "subject"][len(rest)]))  # the first one missing
+            covered |= {("send", name) for name, a in zip(["to", "subject", "body"], rest, strict=False)
+                        if a == "" or len(a) > 200}
     covered |= {("--db",)}
     flags_without_values = {("who", "--json"), ("prune", "--dry-run"), ("doctor", "--json"), ("hook", "--wait"),
-                            ("install", "--dry-run"), ("install", "--channel")}
+                            ("install", "--dry-run"), ("install", "--channel"),
+                            ("send", "--json"), ("inbox", "--json")}
     missing = options(cli.parser()) - covered - flags_without_values
     assert not missing, f"no bad-input case for {sorted(missing)}"

@@ -68,7 +68,7 @@ class RecvTwoTransactions(Store):
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             found = [Message(*r) for r in tx.all(f"SELECT m.id, m.sender, s.label, m.selector, m.subject, m.body, "
-                                                  f"m.reply_to, m.created_at, m.expires_at {_PAGE}", (me.id, n))]
+                                                  f"m.reply_to, m.created_at, m.expires_at, s.harness {_PAGE}", (me.id, n))]
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             page = [r[0] for r in tx.all(f"SELECT d.message_id {_PAGE}", (me.id, n))]

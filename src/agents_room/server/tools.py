@@ -166,7 +166,8 @@ def room_leave_room(ctx: Context, session_id: SessionId, room: RoomToLeave) -> d
 
 def room_who(ctx: Context, session_id: OptionalSessionId = None, room: RoomName = None) -> dict[str, Any]:
     """Who is here. With `room`: its members; else with session_id: everyone sharing a room with
-    you; with neither: every session. Each has session_id, label, harness, cwd, rooms, tags,
+    you; with neither: every session. Each has session_id, label, harness ('human': a person
+    at the command line, not an agent), cwd, rooms, tags,
     autonomy, last_seen and liveness: 'alive' (its agent is running), 'gone' (it is not; it may
     be pruned), 'unknown' (no process recorded). Also store (the store you are on), and a warning
     when nobody else is there. Errors: unknown_session; invalid_argument: room."""
@@ -211,8 +212,9 @@ def msg_recv(ctx: Context, session_id: SessionId, limit: Limit = None) -> dict[s
     """Read your unread messages, oldest first (default up to 100); they are marked read. Call it
     when told you have unread messages, and at natural pauses. When there are none, `inbox`
     says which rooms you are in, how many messages you ever received and read, and when the
-    last arrived, so an empty answer is not mistaken for a wrong room or id.
-    Errors: unknown_session; invalid_argument: limit."""
+    last arrived, so an empty answer is not mistaken for a wrong room or id. A message whose
+    sender_harness is 'human' comes from a person, not an agent; msg_send to its sender answers
+    them. Errors: unknown_session; invalid_argument: limit."""
     return plain(_store(ctx).msg_recv(session_id, limit))
 
 

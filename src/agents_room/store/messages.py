@@ -27,6 +27,9 @@ class Message:
     reply_to: int | None
     created_at: float
     expires_at: float | None
+    # The sender's harness: "human" for a person (agents-room send), else the agent's. Last,
+    # so the answers keep every field they had, in their order.
+    sender_harness: str | None
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,9 @@ class SentMessage:
     left: list[str]
 
 
-_MESSAGE = "m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at"
+_MESSAGE = (
+    "m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at, s.harness"
+)
 
 
 # -- send ----------------------------------------------------------------------------------------

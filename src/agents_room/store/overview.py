@@ -215,8 +215,8 @@ def _messages(tx: Tx, room: str | None) -> list[MessageView]:
     where, params = ("", ()) if room is None else (
         " WHERE m.id IN (SELECT message_id FROM message_rooms WHERE room = ?)", (room,))
     rows = tx.all(
-        "SELECT m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at "
-        f"FROM messages m LEFT JOIN sessions s ON s.id = m.sender{where} ORDER BY m.id DESC LIMIT ?",
+        "SELECT m.id, m.sender, s.label, m.selector, m.subject, m.body, m.reply_to, m.created_at, m.expires_at, "
+        f"s.harness FROM messages m LEFT JOIN sessions s ON s.id = m.sender{where} ORDER BY m.id DESC LIMIT ?",
         (*params, MAX_MESSAGES),
     )
     states: dict[int, list[DeliveryView]] = {}
@@ -229,12 +229,12 @@ def _messages(tx: Tx, room: str | None) -> list[MessageView]:
         ):
             states.setdefault(mid, []).append(DeliveryView(recipient, label, state))
     out = []
-    for mid, sender, label, to, subject, body, reply_to, created_at, expires_at in rows:
+    for mid, sender, label, to, subject, body, reply_to, created_at, expires_at, harness in rows:
         overdue = expires_at is not None and expires_at <= tx.now
         deliveries = [DeliveryView(d.recipient, d.label, "expired" if overdue and d.state in UNREAD else d.state)
                       for d in states.get(mid, [])]
         out.append(MessageView(mid, sender, label, to, _clip(subject), _clip(body, BODY_SHOWN), reply_to, created_at,
-                               expires_at, deliveries=deliveries))
+                               expires_at, harness, deliveries=deliveries))
     return out
 
 

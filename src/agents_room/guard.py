@@ -1,0 +1,234 @@
+"""The commit guard: what the pre-commit hook ``agents-room guard install`` writes runs.
+
+It refuses a commit whose staged paths (added, modified, deleted, both sides of a rename) are
+covered by a live exclusive lease of another session, naming each path, the holder's label and
+session, and when the lease ends (the rule: store/commitguard.py). The committer is found as
+the MCP server and the mail hook find their agent: the harness key in the environment, else
+the harness process among the hook's ancestors. A commit from no session (a person) is
+blocked by every exclusive lease, and told how to proceed.
+
+``$AGENTS_ROOM_GUARD``: ``on`` (the default) refuses, ``warn`` reports and lets the commit
+through, ``off`` skips the check; ``git commit --no-verify`` is git's own way past any
+pre-commit hook. The guard never creates a store, and never refuses a commit for its own
+trouble (no store, a store it cannot read, no git): it says so in one line and allows it.
+
+Every commit pays for it, so it starts as the mail hook does (guard_entry.py, without
+``site``) and imports little: not ``subprocess`` (about as costly as the rest of the check;
+git is spawned with ``os.posix_spawnp``), not the store's package (its modules are loaded
+bare, as the hook's news path loads them: hook_news.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .hook import _ancestors, _keys, store_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+ENV = "AGENTS_ROOM_GUARD"
+MODES = ("on", "warn", "off")
+# A hook reads the store while agents write it: bounded, like the mail hook's wait.
+BUSY_TIMEOUT_S = 2.0
+# The whole process tree up to init: git commit runs under a shell under the agent's tool
+# runner under the harness, and a hook adds git and its own shell (more than the mail hook).
+ANCESTOR_DEPTH = 32
+# Lines of blocked paths shown; the rest are counted.
+SHOWN = 20
+GIT_DIFF = ["git", "diff", "--cached", "--name-status", "-z", "-M", "--no-ext-diff", "--no-color"]
+
+
+class GuardError(Exception):
+    """git could not be run, or failed: nothing was checked, and the commit is allowed."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The hook: exit 1 refuses the commit (a covered path, or a bad ``$AGENTS_ROOM_GUARD`` or
+    argument), 0 lets it through. Never raises: its own trouble (``GuardError``, the store's
+    errors) is one line on stderr, and the commit goes ahead."""
+    argv = sys.argv[1:] if argv is None else argv
+    mode = os.environ.get(ENV, "").strip().lower() or "on"
+    if mode not in MODES:
+        say(f"{ENV}={os.environ[ENV][:40]!r} is not one of on, warn, off; commit refused until it is")
+        return 1
+    if mode == "off":
+        return 0
+    db = _db_flag(argv)
+    if db is False:
+        say(f"unexpected arguments {' '.join(argv)[:80]!r} (the hook takes --db STORE only); commit refused")
+        return 1
+    try:
+        top = os.getcwd()  # git runs a hook at the top of the work tree
+        paths = staged_paths(top)
+        if not paths:
+            return 0
+        found = check(store_path(db or None), paths)
+    except GuardError as exc:
+        say(f"{exc}; commit allowed, nothing checked")
+        return 0
+    except Exception as exc:  # noqa: BLE001 (the guard's own trouble never refuses a commit)
+        say(f"could not check the leases ({type(exc).__name__}: {exc})".splitlines()[0] + "; commit allowed")
+        return 0
+    if found is None:
+        return 0
+    committers, blockers = found
+    if not blockers:
+        return 0
+    for line in describe(blockers, committers, top, refused=mode == "on"):
+        print(line, file=sys.stderr)
+    return 1 if mode == "on" else 0
+
+
+def say(line: str) -> None:
+    print(f"agents-room guard: {line}", file=sys.stderr)
+
+
+def _db_flag(argv: list[str]) -> str | None | bool:
+    """``--db STORE`` or ``--db=STORE`` (what install writes), None without; False otherwise."""
+    if not argv:
+        return None
+    if len(argv) == 2 and argv[0] == "--db" and argv[1]:
+        return argv[1]
+    if len(argv) == 1 and argv[0].startswith("--db=") and len(argv[0]) > 5:
+        return argv[0][5:]
+    return False
+
+
+# -- the staged paths ------------------------------------------------------------------------------
+
+
+def staged_paths(top: str) -> list[str]:
+    """The absolute paths the commit stages: added, modified, deleted, type-changed, and both
+    sides of a rename (or copy). Read NUL-separated, so spaces, newlines and bytes that are not
+    UTF-8 arrive whole; such bytes are kept as ``os.fsdecode`` keeps them (surrogates)."""
+    out = _run(GIT_DIFF)
+    fields = out.split(b"\0")
+    paths, i, base = [], 0, os.fsencode(top).rstrip(b"/") + b"/"
+    while i < len(fields) and fields[i]:
+        status, i = fields[i], i + 1
+        count = 2 if status[:1] in (b"R", b"C") else 1
+        paths += [os.fsdecode(base + name) for name in fields[i:i + count]]
+        i += count
+    return list(dict.fromkeys(paths))
+
+
+def _run(argv: list[str]) -> bytes:
+    """``argv``'s standard output (its errors go to ours), or GuardError if it fails."""
+    read, write = os.pipe()
+    try:
+        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_DUP2, write, 1), (os.POSIX_SPAWN_CLOSE, read)])
+    except OSError as exc:
+        os.close(read)
+        os.close(write)
+        raise GuardError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    os.close(write)
+    chunks = []
+    with os.fdopen(read, "rb") as pipe:
+        while chunk := pipe.read(1 << 16):
+            chunks.append(chunk)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    if code != 0:
+        raise GuardError(f"{' '.join(argv[:3])} exited {code}")
+    return b"".join(chunks)
+
+
+# -- the store --------------------------------------------------------------------------------------
+
+
+def check(path: str, paths: list[str]) -> tuple[list[Any], list[Any]] | None:
+    """(the committer's sessions, the blockers) from the store at ``path``; None, after one
+    line, when there is no store there (never created: nobody holds a lease)."""
+    keys, pids = _keys({}), _ancestors(ANCESTOR_DEPTH)
+    if "://" in path:
+        if sys.flags.no_site:  # PostgreSQL's driver is in site-packages (guard_entry.py skipped site)
+            import site
+
+            site.main()
+        from agents_room.store import Store
+        from agents_room.store.commitguard import blockers, committers
+
+        with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
+                store.db.read() as tx:
+            mine = committers(tx, keys, pids, store.host)
+            return mine, blockers(tx, paths, {c.session_id for c in mine})
+    if not os.path.exists(path):
+        say(f"no store at {path}, so no leases; commit allowed")
+        return None
+    from .hook_news import bare_store_modules
+
+    (rule,) = bare_store_modules("commitguard")
+    # The guard only reads: the bare C connection, as the mail hook's probe reads (hook.probe),
+    # without the store's writer machinery (admission queue, migrations) and its imports.
+    # mode=rw: a path that is no file is never created.
+    try:
+        from _sqlite3 import connect
+    except ImportError:
+        from sqlite3 import connect
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+    conn = connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("BEGIN")  # one snapshot for both lookups (WAL: a reader never waits for writers)
+        tx = _Reader(conn)
+        # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
+        mine = rule.committers(tx, keys, pids, None)
+        return mine, rule.blockers(tx, paths, {c.session_id for c in mine})
+    finally:
+        conn.close()
+
+
+class _Reader:
+    """What the rule (store/commitguard.py) reads through, as through a store's ``Tx``: rows
+    of a query, and the transaction's time (the store's clock is the wall clock)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn, self.now = conn, time.time()
+
+    def all(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return self.conn.execute(sql, params).fetchall()
+
+
+# -- the words ----------------------------------------------------------------------------------------
+
+
+def describe(blockers: list[Any], committers: list[Any], top: str, *, refused: bool) -> list[str]:
+    """What the guard tells the committer: the blocked paths with their holders, who the
+    committer is, and how to proceed."""
+    paths = list(dict.fromkeys(b.path for b in blockers))
+    many = f"{len(paths)} staged paths are" if len(paths) > 1 else "a staged path is"
+    head = "commit refused" if refused else f"warning ({ENV}=warn, commit allowed)"
+    lines = [f"agents-room guard: {head}: {many} covered by another session's exclusive lease"]
+    for b in blockers[:SHOWN]:
+        under = "" if b.lease_path == b.path else f" (under its lease of {_shown(b.lease_path, top)})"
+        who = f"{b.session_id} ({b.label})" if b.label else b.session_id
+        lines.append(f"  {_shown(b.path, top)}: held by session {who}{under} until {_iso(b.expires_at)}")
+    if len(blockers) > SHOWN:
+        lines.append(f"  ... and {len(blockers) - SHOWN} more")
+    me = ", ".join(f"{c.session_id} ({c.label})" if c.label else c.session_id for c in committers)
+    if not refused:
+        lines.append(f"  You commit as session {me}." if me else "  No agents-room session made this commit.")
+    elif me:
+        lines.append(f"  You commit as session {me}. To proceed: ask the holder to release it (msg_send to its "
+                     "session id), wait until the lease ends, or leave those paths out of this commit.")
+    else:
+        lines.append("  No agents-room session made this commit (a person, or an agent that has not joined). To "
+                     "proceed: ask the holder to release it (agents-room send SESSION SUBJECT), wait until the "
+                     "lease ends, leave those paths out, or commit anyway with: git commit --no-verify "
+                     f"(or {ENV}=warn)")
+    return lines
+
+
+def _shown(path: str, top: str) -> str:
+    """The path relative to the work tree when inside it; escaped when not printable (a
+    newline in a name must not look like the next line)."""
+    prefix = top.rstrip("/") + "/"
+    rel = path[len(prefix):] or "." if path.startswith(prefix) else path
+    return rel if rel.isprintable() else repr(rel)
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

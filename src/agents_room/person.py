@@ -1,0 +1,139 @@
+"""``agents-room send`` and ``agents-room inbox``: a person in the room, from the command line.
+
+The person is a session of harness ``human`` (store/people.py: how it is found again at every
+command), labelled ``$USER`` unless ``--label``. ``send`` answers as ``msg_send`` does;
+``inbox`` is ``msg_recv`` followed by ``msg_ack`` of each message it printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from .parser import not_empty
+
+if TYPE_CHECKING:
+    from .store import Store
+
+
+def whole(text: str) -> int:
+    """An argparse type: a whole number (the store checks its range and names the field)."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text[:40]!r}") from None
+
+
+def add_send(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "send", help="send a message to agents as a person",
+        description="Send a message as a person (a session of harness 'human', labelled $USER unless --label; the "
+        "same session at every command, for this user on this host). TO is what msg_send takes: '*' (everyone "
+        "sharing a room with you: the repo room of the current folder, and --room), a session id, 'file:<glob>' "
+        "or 'tag:<tag>'. BODY '-' reads the body from standard input. Prints the message id and the recipients, "
+        "and a warning when the selector matched nobody.",
+    )
+    p.add_argument("to", metavar="TO")
+    p.add_argument("subject", metavar="SUBJECT")
+    p.add_argument("body", metavar="BODY", nargs="?", help="the message ('-': read it from standard input)")
+    p.add_argument("--room", type=not_empty, help="also join this room (and speak in it)")
+    p.add_argument("--label", type=not_empty, help="the name agents see (default: $USER)")
+    p.add_argument("--ttl-s", type=whole, metavar="N", help="seconds until it expires unread (1..2592000)")
+    p.add_argument("--reply-to", type=whole, metavar="ID", help="the message id this answers")
+    p.add_argument("--json", action="store_true", help="print msg_send's answer as JSON")
+    p.set_defaults(run=send)
+    return p
+
+
+def add_inbox(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "inbox", help="read (and acknowledge) what agents sent you",
+        description="Print the unread messages agents sent to your person session (the one agents-room send "
+        "uses), oldest first, mark them read and acknowledge them. With none, say so and how many you ever got.",
+    )
+    p.add_argument("--limit", type=whole, metavar="N", help="at most this many messages (1..1000, default 100)")
+    p.add_argument("--json", action="store_true", help="print the messages as JSON")
+    p.set_defaults(run=inbox)
+    return p
+
+
+def default_label() -> str:
+    import getpass
+
+    try:
+        return os.environ.get("USER") or getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    """The command's store (``--db``, else ``$AGENTS_ROOM_DB``, else the default), never created:
+    where there is no store, there is nobody to speak to (as cli.open_store with create=False)."""
+    from .store import Store
+    from .store.location import resolve
+
+    return Store.open(resolve(args.db, source="--db"), create=False)
+
+
+def send(args: argparse.Namespace) -> int:
+    from .store import people
+
+    body = sys.stdin.read() if args.body == "-" else args.body
+    with open_store(args) as store:  # no store: nobody to speak to, and none is made
+        me, sent = people.send(store, cwd=os.getcwd(), label=args.label or default_label(), to=args.to,
+                               subject=args.subject, body=body, room=args.room, reply_to=args.reply_to,
+                               ttl_s=args.ttl_s)
+    if args.json:
+        _print_json({"session_id": me, "message_id": sent.message_id, "recipients": sent.recipients,
+                    "warning": sent.warning})
+        return 0
+    who = ", ".join(sent.recipients) or "nobody"
+    print(f"sent message {sent.message_id} as session {me} to {len(sent.recipients)} "
+          f"session{'' if len(sent.recipients) == 1 else 's'}: {who}")
+    if sent.warning:
+        print(f"warning: {sent.warning}")
+    return 0
+
+
+def inbox(args: argparse.Namespace) -> int:
+    from .store import bounds, people
+
+    limit = bounds.limit(args.limit, 100)  # refused before anything is opened
+    with open_store(args) as store:
+        me = people.session_of(store)
+        if me is None:
+            print(f"no messages: you have no session in {store.path} yet (agents-room send makes it)")
+            return 0
+        got = store.msg_recv(me, limit)
+        for m in got.messages:
+            store.msg_ack(me, m.id)
+    if args.json:
+        import dataclasses
+
+        _print_json({"session_id": me, "messages": [dataclasses.asdict(m) for m in got.messages],
+                    "inbox": dataclasses.asdict(got.inbox) if got.inbox else None})
+        return 0
+    for m in got.messages:
+        sender = f"{m.sender} ({m.sender_label})" if m.sender_label else m.sender
+        reply = f", in reply to {m.reply_to}" if m.reply_to else ""
+        print(f"#{m.id} from {sender}{reply}, {_iso(m.created_at)}: {m.subject}")
+        for line in m.body.splitlines():
+            print(f"    {line}")
+    if got.inbox is not None:
+        box = got.inbox
+        last = f", the last at {_iso(box.last_delivery_at)}" if box.last_delivery_at else ""
+        print(f"no new messages for session {me} (rooms {', '.join(box.rooms) or 'none'}; "
+              f"{box.deliveries_total} received, {box.deliveries_read} read{last})")
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))

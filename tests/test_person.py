@@ -1,0 +1,131 @@
+"""A person in the room (issue 30): ``agents-room send`` and ``agents-room inbox`` as real
+processes, on each engine; agents see the person through a real MCP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from agents_room.store import Clock, Store
+from agents_room.store.people import person_key
+
+EXE = str(Path(sys.executable).with_name("agents-room"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "postgresql":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "store" / "room.db")
+
+
+@pytest.fixture
+def room(location: str):
+    with Store.open(location, clock=Clock(), busy_timeout_s=2.0) as s:
+        yield s
+
+
+def person(location: str, *args: str, cwd: Path, stdin: str = "", user: str = "carol") -> subprocess.CompletedProcess:
+    env = {**os.environ, "AGENTS_ROOM_DB": location, "USER": user}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, env=env, input=stdin, timeout=60)
+
+
+def ok(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0 and not done.stderr, (done.stdout, done.stderr)
+    return done.stdout
+
+
+def sent(done: subprocess.CompletedProcess) -> dict[str, Any]:
+    return json.loads(ok(done))
+
+
+def humans(store: Store) -> list[Any]:
+    return [m for m in store.room_who() if m.harness == "human"]
+
+
+def test_a_person_speaks_to_agents_as_one_session(room: Store, location: str, repo: Path, other_repo: Path) -> None:
+    agent = room.room_join(cwd=str(repo), pid=None, label="alice", tags=["api"]).session_id
+    first = sent(person(location, "send", "--json", "*", "hello", "from a person", cwd=repo))
+    assert first["recipients"] == [agent] and first["warning"] is None
+    got = room.msg_recv(agent).messages
+    assert [(m.sender, m.sender_label, m.sender_harness, m.subject, m.body) for m in got] == [
+        (first["session_id"], "carol", "human", "hello", "from a person")]
+    # The same session at the next command, from another folder, with a room and a new label;
+    # the body from standard input.
+    again = sent(person(location, "send", "--json", "--room", "team:x", "--label", "boss", "tag:api", "again", "-",
+                        cwd=other_repo, stdin="line 1\nline 2\n"))
+    assert again["session_id"] == first["session_id"] and again["recipients"] == [agent]
+    assert room.msg_recv(agent).messages[0].body == "line 1\nline 2\n"
+    [me] = humans(room)
+    assert (me.session_id, me.label, me.liveness, me.autonomy, me.pid) == (first["session_id"], "boss", "unknown",
+                                                                           "hold", None)
+    assert me.rooms == ["repo:alpha", "repo:beta", "team:x"]
+
+
+def test_a_selector_that_matches_nobody_warns_as_msg_send_does(room: Store, location: str, repo: Path) -> None:
+    out = ok(person(location, "send", "tag:nobody", "hello", cwd=repo))
+    assert "to 0 sessions" in out and "warning: selector 'tag:nobody' matched nobody" in out
+
+
+@pytest.mark.parametrize("args", [["0123456789abcdef", "s"], ["*", "s", "--reply-to", "999"], ["*", "x" * 201]])
+def test_a_send_that_fails_joins_nobody(room: Store, location: str, repo: Path, args: list[str]) -> None:
+    """The person's join and the message are one transaction: a refused send leaves no session."""
+    room.room_join(cwd=str(repo), pid=None, label="alice")
+    done = person(location, "send", *args, cwd=repo)
+    assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("agents-room: ") and "Traceback" not in done.stderr
+    assert humans(room) == []
+
+
+def test_inbox_reads_and_acks_what_agents_sent_the_person(room: Store, location: str, repo: Path) -> None:
+    assert "you have no session" in ok(person(location, "inbox", cwd=repo))
+    agent = room.room_join(cwd=str(repo), pid=None, label="alice").session_id
+    me = sent(person(location, "send", "--json", "*", "question", cwd=repo))["session_id"]
+    mid = room.msg_send(agent, me, "answer", "yes\nand more").message_id
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(room.msg_sent(agent)[0].sent))
+    out = ok(person(location, "inbox", cwd=repo))
+    assert out.splitlines() == [f"#{mid} from {agent} (alice), {at}: answer", "    yes", "    and more"]
+    assert room.msg_sent(agent)[0].states == {me: "acked"}
+    assert "no new messages" in ok(person(location, "inbox", cwd=repo))
+    other = person(location, "inbox", "--json", cwd=repo, user="dave")  # $USER is a label, not the person
+    assert json.loads(other.stdout)["session_id"] == me
+
+
+def test_the_person_key_is_one_per_user_and_host() -> None:
+    assert person_key("h1", 1000, "carol") == person_key("h1", 1000, "carol")
+    assert len({person_key("h1", 1000, "carol"), person_key("h2", 1000, "carol"), person_key("h1", 1001, "carol"),
+                person_key("h1", 1000, "dave")}) == 4
+
+
+def test_send_and_inbox_never_create_a_store(tmp_path: Path, repo: Path) -> None:
+    missing = tmp_path / "none" / "room.db"
+    for args in (["send", "*", "s"], ["inbox"]):
+        done = person(str(missing), *args, cwd=repo)
+        assert done.returncode == 1 and "there is no store" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert not missing.parent.exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_agents_see_a_person_through_mcp(tmp_path: Path, repo: Path) -> None:
+    db = tmp_path / "store" / "room.db"
+    server = StdioServerParameters(command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": str(db)}, cwd=str(repo))
+    async with Client(server, mode="legacy") as client:
+        joined = await client.call_tool("room_join", {"label": "alice"})
+        sid = joined.structured_content["session_id"]
+        me = sent(person(str(db), "send", "--json", "*", "hello", "body", cwd=repo))["session_id"]
+        got = (await client.call_tool("msg_recv", {"session_id": sid})).structured_content
+        [message] = got["messages"]
+        assert (message["sender"], message["sender_label"], message["sender_harness"]) == (me, "carol", "human")
+        who = (await client.call_tool("room_who", {"session_id": sid})).structured_content["sessions"]
+        assert {s["session_id"]: s["harness"] for s in who} == {sid: "unknown", me: "human"}
+        history = (await client.call_tool("room_history", {"session_id": sid})).structured_content["messages"]
+        assert history[0]["sender_harness"] == "human"
