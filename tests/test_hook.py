@@ -242,7 +242,7 @@ def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store,
     bob, _ = join(live, repo, "bob")
     live.msg_send(bob, me, subject="ping")
     modules, said = imported(INSTALLED, event(key, "UserPromptSubmit"))
-    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.news"} <= modules
+    assert "ping" in said and {"agents_room.store.sqlite.database", "agents_room.store.news"} <= modules
     unused = {"secrets", "hmac", "hashlib", "importlib.resources", "uuid", "platform", "mcp", "pydantic",
               "dataclasses", "inspect", "typing", "pathlib", "json", "re", "datetime", "ctypes",
               "agents_room.store", "agents_room.store.overview", "agents_room.store.leases",

@@ -146,7 +146,7 @@ def docstring_rule(init: Path) -> set[str]:
 
 def test_no_import_cycles_in_src_or_sim() -> None:
     edges = graph(TREES)
-    assert len(edges) > 60 and "sim.faults.nemesis" in edges and "agents_room.store.turnqueue" in edges
+    assert len(edges) > 60 and "sim.faults.nemesis" in edges and "agents_room.store.sqlite.turnqueue" in edges
     assert cycles(edges) == []
 
 

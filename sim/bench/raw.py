@@ -16,7 +16,7 @@ import time
 
 # The store's own settings, so the ratio measures code, not configuration. (Only constants
 # come from the store; the connection and every statement here are bare sqlite3.)
-from agents_room.store.sqlite import _CACHE_KIB, DEFAULT_BUSY_TIMEOUT_S, WAL_LIMIT_BYTES
+from agents_room.store.sqlite.database import _CACHE_KIB, DEFAULT_BUSY_TIMEOUT_S, WAL_LIMIT_BYTES
 
 # One encoder for every event payload: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode

@@ -18,7 +18,7 @@ import psycopg
 # Only constants come from the store: the lock key and the statements that take it, so the
 # ratio measures the store's code, not a different locking scheme. The connection and every
 # statement here are bare psycopg.
-from agents_room.store.postgres import _BEGIN_WRITE, _LOCK_NOW
+from agents_room.store.postgres.database import _BEGIN_WRITE, _LOCK_NOW
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 _EVENT = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq"

@@ -40,7 +40,7 @@ def answer(data: dict[str, Any], event: str, db: Any, rules: Any, keys: list[str
 
 
 def news_modules() -> tuple[Any, Any]:
-    """The store's modules the news path runs on (``store.sqlite_open``: opening the database,
+    """The store's modules the news path runs on (``store.sqlite.opening``: opening the database,
     with its transactions and the admission queue; ``store.news``: the hook's rules on rows),
     without the package's ``__init__``, which imports every module of the store (the
     dashboard's overview, leases, rooms, reads, ...) and their records: that import was most
@@ -51,9 +51,10 @@ def news_modules() -> tuple[Any, Any]:
     ``import agents_room.store`` loads the real package whole, with nothing half-made. In a
     process that has the store imported already, nothing changes."""
     if "agents_room.store" in sys.modules:
-        from agents_room.store import news, sqlite_open
+        from agents_room.store import news
+        from agents_room.store.sqlite import opening
 
-        return sqlite_open, news
+        return opening, news
     import types
 
     bare = types.ModuleType("agents_room.store")
@@ -62,9 +63,10 @@ def news_modules() -> tuple[Any, Any]:
     before = set(sys.modules)
     sys.modules["agents_room.store"] = bare
     try:
-        from agents_room.store import news, sqlite_open
+        from agents_room.store import news
+        from agents_room.store.sqlite import opening
     finally:  # forget them all: a later import of the store loads it whole, on its own
         for name in set(sys.modules) - before:
             if name.startswith("agents_room.store"):
                 del sys.modules[name]
-    return sqlite_open, news
+    return opening, news

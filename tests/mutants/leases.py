@@ -12,7 +12,7 @@ from typing import Any
 
 from agents_room.store import Store, bounds, leases
 from agents_room.store.leases import Claim, Lease
-from agents_room.store.sqlite import Database, Tx, _translate
+from agents_room.store.sqlite.database import Database, Tx, _translate
 
 from .mutation import rewrite
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_room.store import postgres
+from agents_room.store.postgres import database as postgres
 
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 

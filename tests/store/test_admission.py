@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import turnqueue
-from agents_room.store.admission import Place, WriteAdmission
-from agents_room.store.turnqueue import CHECK_S, GRACE_S, SUPPORTED
+from agents_room.store.sqlite import turnqueue
+from agents_room.store.sqlite.admission import Place, WriteAdmission
+from agents_room.store.sqlite.turnqueue import CHECK_S, GRACE_S, SUPPORTED
 from agents_room.store.errors import InvalidArgument, StoreBusy
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="admission is Linux-only (OFD locks, futex)")
@@ -148,8 +148,8 @@ def test_a_slice_is_the_round_shared_among_those_waiting_when_it_opens(db: Path,
     """The adaptive slice: each of 8 queued writers opens its slice with 7, 6, ... 0 others
     still waiting, so its length is ROUND_S / waiters within [SLICE_MIN_S, SLICE_S] (the whole
     SLICE_S when nobody waits): long slices, few hand-overs, while few wait."""
-    from agents_room.store.admission import ROUND_S, SLICE_MIN_S, SLICE_S
-    from agents_room.store.sidefile import _SLICE_US, _WAITERS, SLOTS
+    from agents_room.store.sqlite.admission import ROUND_S, SLICE_MIN_S, SLICE_S
+    from agents_room.store.sqlite.sidefile import _SLICE_US, _WAITERS, SLOTS
 
     workers = spawn(8)
     me = WriteAdmission(db, 5.0)

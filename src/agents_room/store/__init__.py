@@ -36,8 +36,8 @@ from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database
-from .sqlite_open import open_database
+from .sqlite.database import DEFAULT_BUSY_TIMEOUT_S, Database
+from .sqlite.opening import open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -130,7 +130,7 @@ class Store(WakeCalls):
             busy_timeout_s = _busy_timeout_from_env()
         if location.engine == "postgresql":
             try:
-                from . import postgres
+                from .postgres import database as postgres
             except ImportError:
                 raise StoreError(
                     f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "

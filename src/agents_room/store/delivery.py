@@ -7,7 +7,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .sqlite import Tx
+    from .sqlite.database import Tx
 
 UNREAD = ("stored", "offered", "accepted", "undeliverable")
 UNREAD_SQL = "('stored', 'offered', 'accepted', 'undeliverable')"

@@ -69,7 +69,7 @@ def mail_waiter(store: Any, poll_s: float) -> MailWaiter:
     """The store's way of waiting: pushed where the engine can (PostgreSQL), else polled.
     ``store``: a :class:`~agents_room.store.Store` (its ``db`` and ``last_seq``)."""
     if getattr(store.db, "engine", None) == "postgresql":
-        from .postgres_listen import Listener
+        from .postgres.listen import Listener
 
         return Listener(store.db.location, store.db.busy_timeout_s)
     return SeqPoller(store, poll_s)

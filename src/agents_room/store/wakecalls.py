@@ -13,7 +13,7 @@ from .sessions import Session
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 if TYPE_CHECKING:
-    from .sqlite import Database
+    from .sqlite.database import Database
 
 
 class WakeCalls:

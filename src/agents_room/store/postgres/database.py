@@ -31,10 +31,10 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("the PostgreSQL backend needs psycopg 3: pip install 'agents-room[postgres]'") from exc
 
-from .clock import Clock
-from .errors import RoomError, StoreBusy, StoreError
-from .jsontext import compact_json
-from .location import Location
+from ..clock import Clock
+from ..errors import RoomError, StoreBusy, StoreError
+from ..jsontext import compact_json
+from ..location import Location
 
 _COMPACT = compact_json()
 # NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
@@ -350,12 +350,12 @@ def _migrate(db: Database, create: bool) -> None:
                 if tables:
                     raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
                                      "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
-                conn.execute(resources.files(__package__).joinpath("schema_pg.sql").read_text())
+                conn.execute(resources.files(__package__).joinpath("schema.sql").read_text())
             # Read again under the lock: another process may have migrated meanwhile.
             current = int(conn.execute("SELECT value FROM agents_room_meta WHERE key = 'schema_version'")
                           .fetchone()[0])  # type: ignore[index]
             for version in range(current + 1, SCHEMA_VERSION + 1):
-                conn.execute(resources.files(__package__).joinpath(f"migrate_pg_{version}.sql").read_text())
+                conn.execute(resources.files(__package__).joinpath(f"migrate_{version}.sql").read_text())
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             db._rollback()

@@ -10,9 +10,9 @@ import contextlib
 
 import psycopg
 
-from .errors import StoreError
-from .location import Location
-from .postgres import MAIL_CHANNEL, _scrub, connect_options
+from ..errors import StoreError
+from ..location import Location
+from .database import MAIL_CHANNEL, _scrub, connect_options
 
 
 class Listener:

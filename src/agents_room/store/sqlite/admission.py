@@ -47,7 +47,7 @@ import threading
 import time
 from collections import namedtuple
 
-from .errors import InvalidArgument, StoreBusy
+from ..errors import InvalidArgument, StoreBusy
 from .sidefile import LayoutMismatch
 from .turnqueue import GRACE_S, SUPPORTED, TurnQueue
 

@@ -15,8 +15,8 @@ import stat
 import threading
 
 from .admission import WriteAdmission
-from .clock import Clock
-from .errors import RoomError, StoreBusy, StoreError
+from ..clock import Clock
+from ..errors import RoomError, StoreBusy, StoreError
 
 try:
     # The module the sqlite3 package wraps, under the package's name: the package adds date
@@ -40,7 +40,7 @@ def _compact() -> Callable[[Any], str]:
     """One encoder for every event payload (see .jsontext), made at the process's first event:
     json imports re and enum, milliseconds of the hook's news path, which opens the store
     through this module and seldom writes an event."""
-    from .jsontext import compact_json
+    from ..jsontext import compact_json
 
     return compact_json()
 

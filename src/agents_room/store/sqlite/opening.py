@@ -8,10 +8,10 @@ import contextlib
 import os
 import time
 
-from .clock import Clock
-from .errors import StoreError
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION, WAL_LIMIT_BYTES, _CACHE_KIB, Database, _translate
-from .sqlite import sqlite3  # the C module, without the package's datetime (see sqlite.py)
+from ..clock import Clock
+from ..errors import StoreError
+from .database import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION, WAL_LIMIT_BYTES, _CACHE_KIB, Database, _translate
+from .database import sqlite3  # the C module, without the package's datetime (see sqlite.py)
 
 
 def _schema_statements(version: int) -> list[str]:
@@ -146,7 +146,7 @@ def _migrate(db: Database) -> None:
             for statement in _schema_statements(version):
                 tx.execute(statement)
             if version == 2:  # a SQLite file was one machine's: its sessions ran here (migrate_2.sql)
-                from .hosts import host_id
+                from ..hosts import host_id
 
                 tx.execute("UPDATE sessions SET host = ? WHERE host IS NULL", (host_id(),))
             tx.execute(f"PRAGMA user_version={version}")

@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from .errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError
 
 SLOTS = 1024  # participants at once on one database (each open WriteAdmission is one)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import errno
 import time
 
-from .errors import StoreBusy
+from ..errors import StoreBusy
 from .sidefile import (
     _BORROWED,
     _BORROWS,
