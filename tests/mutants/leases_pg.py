@@ -40,7 +40,7 @@ class LazyLockDatabase(postgres.Database):
     def _begin(self, begin: str) -> postgres.Tx:
         if begin != self._write_begin:
             return super()._begin(begin)
-        tx = super()._begin(f"{postgres._BEGIN_WRITE}; {postgres._NOW}")  # no lock: the time only
+        tx = super()._begin(f"{postgres.BEGIN_WRITE}; {postgres.NOW}")  # no lock: the time only
         tx.conn = _LazyLock(tx.conn)  # type: ignore[assignment]
         return tx
 

@@ -2,7 +2,9 @@
 
 :class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
 and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
+the engine's :class:`~.engine.Database` (the contract, :mod:`.engine`; :mod:`.engines` picks
+the engine, :mod:`.sqlite` or :mod:`.postgres`, from the location); the rules themselves
+live in one module per concept.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
-from .sqlite.database import DEFAULT_BUSY_TIMEOUT_S, Database
-from .sqlite.opening import open_database
+from .engine import Database
+from .engines import DEFAULT_BUSY_TIMEOUT_S, open_database
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -128,19 +130,7 @@ class Store(WakeCalls):
         host = host_id()  # a malformed AGENTS_ROOM_HOST_ID is refused before anything is opened
         if busy_timeout_s is None:
             busy_timeout_s = _busy_timeout_from_env()
-        if location.engine == "postgresql":
-            try:
-                from .postgres import database as postgres
-            except ImportError:
-                raise StoreError(
-                    f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
-                    "install it with: pip install 'agents-room[postgres]'"
-                ) from None
-            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location, host)
-        if not create and not location.path.exists():
-            raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
-                             "is created when the first agent joins: check the location if you expected one here")
-        return cls(open_database(location.path, clock or Clock(), busy_timeout_s, verify=verify, create=create),
+        return cls(open_database(location, clock or Clock(), busy_timeout_s, verify=verify, create=create),
                    location, host)
 
     @property

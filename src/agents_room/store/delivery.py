@@ -7,7 +7,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .sqlite.database import Tx
+    from .engine import Tx
 
 UNREAD = ("stored", "offered", "accepted", "undeliverable")
 UNREAD_SQL = "('stored', 'offered', 'accepted', 'undeliverable')"

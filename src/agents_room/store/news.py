@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .sqlite.database import Tx
+    from .engine import Tx
 
 # A session's columns, in the order sessions.Session takes them (sessions imports them).
 COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at, host, gone_at"
