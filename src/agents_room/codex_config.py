@@ -5,13 +5,13 @@ it imports this module."""
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from .config_change import SERVER, USER, Change, InstallError, Store, is_ours, read_text
+from .tomltext import toml_value
 
 
 def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[Change]:
@@ -44,22 +44,8 @@ def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[
     return [Change(path, before, after, (f"MCP server '{SERVER}' {'updated' if old else 'added'}",), USER)]
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml_value(v)}" for k, v in value.items()) + " }"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
 def _toml_table(name: str, entry: dict[str, Any]) -> str:
-    return f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in entry.items())
+    return f"[{name}]\n" + "".join(f"{k} = {toml_value(v)}\n" for k, v in entry.items())
 
 
 def _replace_toml_table(path: Path, text: str, name: str, table: str) -> str:
