@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,8 @@ from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
 from .engine import Database
-from .engines import DEFAULT_BUSY_TIMEOUT_S, open_database
+from .engines import busy_timeout_from_env, open_database
+from .records import Event, LeaseState, LeaseView, Received
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -53,58 +53,6 @@ __all__ = [
 # A read-only call records last_seen only when the stored value is older than this, so
 # reads stay reads (no write lock) under load.
 TOUCH_INTERVAL_S = 30.0
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    at: float
-    session_id: str | None
-    kind: str
-    path: str | None
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Received:
-    messages: list[Message]
-    inbox: Inbox | None
-
-
-@dataclass(frozen=True)
-class LeaseState:
-    free: bool
-    lease: Lease | None
-    holders: list[Lease]
-
-
-@dataclass(frozen=True)
-class LeaseView:
-    path: str
-    session_id: str
-    label: str | None
-    mode: str
-    token: int
-    acquired_at: float
-    expires_at: float
-    mine: bool
-
-
-def _busy_timeout_from_env() -> float:
-    """``$AGENTS_ROOM_BUSY_TIMEOUT_S``, else the default; a value that is not a number of
-    seconds from 0 to 600 is refused in words (an unbounded wait would outlast any harness's
-    tool deadline)."""
-    text = os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", "")
-    if not text.strip():
-        return DEFAULT_BUSY_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 600:  # NaN fails too
-        raise StoreError(f"AGENTS_ROOM_BUSY_TIMEOUT_S={text[:40]!r} is not a number of seconds from 0 to 600; "
-                         f"unset it for the default, {DEFAULT_BUSY_TIMEOUT_S:g}")
-    return value
 
 
 class Store(WakeCalls):
@@ -129,7 +77,7 @@ class Store(WakeCalls):
         location = where if isinstance(where, Location) else resolve(where)
         host = host_id()  # a malformed AGENTS_ROOM_HOST_ID is refused before anything is opened
         if busy_timeout_s is None:
-            busy_timeout_s = _busy_timeout_from_env()
+            busy_timeout_s = busy_timeout_from_env()
         return cls(open_database(location, clock or Clock(), busy_timeout_s, verify=verify, create=create),
                    location, host)
 
@@ -334,7 +282,7 @@ class Store(WakeCalls):
             me = self._session(tx, session_id, touch=False)
             found = leases.live(tx)
         self._touch_if_stale(me, tx.now)
-        return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
+        return [LeaseView.of(x, mine=x.session_id == me.id) for x in found]
 
     # -- reads and drift --------------------------------------------------------------------------
 

@@ -52,6 +52,23 @@ ENV = "AGENTS_ROOM_DB"
 ACCEPTED = "an absolute path (or ~/...) for a SQLite file, or postgresql://user@host/db"
 
 
+def busy_timeout_from_env() -> float:
+    """``$AGENTS_ROOM_BUSY_TIMEOUT_S``, else the default; a value that is not a number of
+    seconds from 0 to 600 is refused in words (an unbounded wait would outlast any harness's
+    tool deadline)."""
+    text = os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", "")
+    if not text.strip():
+        return DEFAULT_BUSY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 600:  # NaN fails too
+        raise StoreError(f"AGENTS_ROOM_BUSY_TIMEOUT_S={text[:40]!r} is not a number of seconds from 0 to 600; "
+                         f"unset it for the default, {DEFAULT_BUSY_TIMEOUT_S:g}")
+    return value
+
+
 def default_path() -> str:
     """The default store: ``~/.agents-room/room.db`` of the user who runs the agents."""
     return os.path.join(os.path.expanduser("~"), ".agents-room", "room.db")
