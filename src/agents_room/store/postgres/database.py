@@ -134,7 +134,7 @@ def translate(exc: BaseException, location: Location) -> RoomError:
 
 
 class _Write:
-    """The context manager of :meth:`Database.write` (a class, as in sqlite.py)."""
+    """The context manager of :meth:`Database.write` (a class, as in store/sqlite/database.py)."""
 
     __slots__ = ("db",)
 
