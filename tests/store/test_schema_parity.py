@@ -3,8 +3,8 @@ hand (store/sqlite/, store/postgres/), so after migration their live catalogs ar
 and compared: tables, columns (kind of value, nullability, default), primary and unique keys,
 indexes (columns, uniqueness, predicate), checks, foreign keys, the rows the schema seeds,
 and what the triggers do, tried on both (which delivery moves are refused, whether the audit
-can be changed; the moves allowed are store/delivery.py's own). The comparison is seen to fail on a
-column added to one engine only."""
+can be changed; the moves allowed are store/delivery.py's own). The comparison is seen to
+fail on a column added to one engine only."""
 
 from __future__ import annotations
 
