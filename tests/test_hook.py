@@ -226,6 +226,9 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
     _me, key = join(live, repo, "alice")
     modules, said = imported(INSTALLED, event(key, "PostToolUse"))
     assert said == "" and {"agents_room.hook", "_sqlite3", "_json"} <= modules
+    # The store's own rules of where it is and of news, not copies of them: their two
+    # stdlib-only modules, loaded alone (agents_room/hook_store.py).
+    assert {"agents_room.store.engines", "agents_room.store.delivery"} <= modules
     costly = {"site", "re", "json", "sqlite3", "datetime", "argparse", "typing", "dataclasses", "pathlib", "enum",
               "agents_room.cli", "agents_room.store"}
     assert not modules & costly
