@@ -60,3 +60,19 @@ def test_a_shape_that_differs_is_named() -> None:
     assert "Partial.mail_waiter is missing" in lacking and "Partial.health is missing" in lacking
     assert any(line.startswith("Partial.write(self, wait: 'float') -> 'None' is not write(self)") for line in lacking)
     assert not [line for line in lacking if ".read" in line or ".engine" in line]
+
+
+def test_an_engine_whose_driver_is_not_installed_is_refused_in_words() -> None:
+    """The opener's import fails for real (psycopg made unimportable in a fresh interpreter):
+    one StoreError naming the location and what to install, no traceback, nothing opened."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from agents_room.store import Store, StoreError\n"
+            "try:\n    Store.open('postgresql://agent:secret@198.18.0.1/room')\n"
+            "except StoreError as exc:\n    print(exc.text)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == (
+        "postgresql://agent:***@198.18.0.1/room is a PostgreSQL store, and this installation has no PostgreSQL "
+        "backend; install it with: pip install 'agents-room[postgres]'"), done.stderr
