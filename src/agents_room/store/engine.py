@@ -9,10 +9,10 @@ engine from a location. What a third engine must provide is below, method by met
 docs/engines.md with the tests it must pass.
 
 The SQL the rules send is one dialect both engines run: ``?`` placeholders (an engine
-rewrites them if its driver wants another style), no engine-specific function, no
-``RETURNING`` (the rules read back what they need). Where the dialects cannot meet, the
-rules use a snippet the engine's ``Tx`` carries (:attr:`Tx.ROOMS_OF_SESSION`,
-:attr:`Tx.INSERTION_ORDER`).
+rewrites them if its driver wants another style), ``RETURNING``, ``ON CONFLICT``, ``CASE``
+instead of a summed boolean, ``CAST(? AS TEXT) IS NULL``, and no engine's own functions.
+Where the dialects cannot meet, the rules use a snippet the engine's ``Tx`` carries
+(:attr:`Tx.ROOMS_OF_SESSION`, :attr:`Tx.INSERTION_ORDER`).
 """
 
 from __future__ import annotations
