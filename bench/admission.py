@@ -7,7 +7,7 @@ one WAL database (synchronous=NORMAL) for a few seconds:
     INSERT OR REPLACE; COMMIT
 
 once with (a) the default busy handler (``sqlite3.connect(timeout=5)``) and once with (b)
-:class:`agents_room.store.admission.WriteAdmission` around each transaction (the busy
+:class:`agents_room.store.sqlite.admission.WriteAdmission` around each transaction (the busy
 handler stays as the backstop). With admission, SQLite's auto-checkpoint is off and one
 writer in every 500 turns runs a PASSIVE checkpoint after its turn: the auto-checkpoint
 runs inside COMMIT, so inside the turn, and the whole queue would wait for its fsyncs
@@ -41,7 +41,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from agents_room.store.admission import WriteAdmission
+from agents_room.store.sqlite.admission import WriteAdmission
 from agents_room.store.errors import StoreBusy
 
 PATHS = [f"src/file_{i}.py" for i in range(8)]

@@ -31,7 +31,7 @@ from agents_room.store import Store
 from agents_room.store.mailwait import SeqPoller
 url, me, mode, poll_s, n = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
 store = Store.open(url)
-waiter = store.mail_waiter(poll_s) if mode == "notify" else SeqPoller(store, poll_s)
+waiter = store.mail_waiter(poll_s) if mode == "notify" else SeqPoller(store.last_seq, poll_s)
 waiter.watch(me)
 waiter.wait(0)  # the first look
 print("ready", flush=True)

@@ -34,7 +34,7 @@ MODES = ("busy", "strict", "fixed", "slices")
 def work(mode: str, db: str, seconds: float, start: float) -> None:
     """One worker: open, join, one untimed claim, wait for ``start`` (wall clock), loop."""
     from agents_room.store import Store
-    from agents_room.store.admission import WriteAdmission
+    from agents_room.store.sqlite.admission import WriteAdmission
 
     store = Store.open(db)
     if mode == "strict":  # the same queue without slices (a bench-only swap of the store's own)

@@ -226,6 +226,9 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
     _me, key = join(live, repo, "alice")
     modules, said = imported(INSTALLED, event(key, "PostToolUse"))
     assert said == "" and {"agents_room.hook", "_sqlite3", "_json"} <= modules
+    # The store's own rules of where it is and of news, not copies of them: their two
+    # stdlib-only modules, loaded alone (agents_room/hook_store.py).
+    assert {"agents_room.store.engines", "agents_room.store.delivery"} <= modules
     costly = {"site", "re", "json", "sqlite3", "datetime", "argparse", "typing", "dataclasses", "pathlib", "enum",
               "agents_room.cli", "agents_room.store"}
     assert not modules & costly
@@ -242,7 +245,7 @@ def test_the_news_path_imports_the_store_without_what_it_never_uses(live: Store,
     bob, _ = join(live, repo, "bob")
     live.msg_send(bob, me, subject="ping")
     modules, said = imported(INSTALLED, event(key, "UserPromptSubmit"))
-    assert "ping" in said and {"agents_room.store.sqlite", "agents_room.store.news"} <= modules
+    assert "ping" in said and {"agents_room.store.sqlite.database", "agents_room.store.news"} <= modules
     unused = {"secrets", "hmac", "hashlib", "importlib.resources", "uuid", "platform", "mcp", "pydantic",
               "dataclasses", "inspect", "typing", "pathlib", "json", "re", "datetime", "ctypes",
               "agents_room.store", "agents_room.store.overview", "agents_room.store.leases",

@@ -133,6 +133,31 @@ def forbidden(edges: dict[str, set[str]], may_import: dict[str, set[str]]) -> li
     return out
 
 
+# The store's engines: one subpackage each, behind the contract (store/engine.py). The rest of
+# the store (the rules modules, the Store facade, the neutral modules) speaks only the
+# contract; store/engines.py opens an engine by its module's name, never by an import.
+STORE = "agents_room.store"
+ENGINE_PACKAGES = ("agents_room.store.sqlite", "agents_room.store.postgres")
+
+
+def engine_of(module: str) -> str | None:
+    return next((p for p in ENGINE_PACKAGES if module == p or module.startswith(p + ".")), None)
+
+
+def engine_leaks(edges: dict[str, set[str]]) -> list[str]:
+    """Each import of an engine module by a store module outside that engine: a rules module
+    (or any neutral one) importing an engine, or one engine importing another."""
+    out = []
+    for source, targets in sorted(edges.items()):
+        if source != STORE and not source.startswith(STORE + "."):
+            continue
+        for target in sorted(targets):
+            there = engine_of(target)
+            if there and engine_of(source) != there:
+                out.append(f"{source} imports {target}: only {there} itself may (the rest speaks store/engine.py)")
+    return out
+
+
 def docstring_rule(init: Path) -> set[str]:
     """The stages named on the ``Imports from sim:`` line of a package's docstring."""
     doc = ast.get_docstring(ast.parse(init.read_text())) or ""
@@ -146,7 +171,7 @@ def docstring_rule(init: Path) -> set[str]:
 
 def test_no_import_cycles_in_src_or_sim() -> None:
     edges = graph(TREES)
-    assert len(edges) > 60 and "sim.faults.nemesis" in edges and "agents_room.store.turnqueue" in edges
+    assert len(edges) > 60 and "sim.faults.nemesis" in edges and "agents_room.store.sqlite.turnqueue" in edges
     assert cycles(edges) == []
 
 
@@ -159,6 +184,15 @@ def test_sim_stages_import_only_earlier_stages() -> None:
     # The nemesis acts through RunControl, not the runner.
     assert "sim.faults.control" in edges["sim.faults.nemesis"]
     assert not {t for t in edges["sim.faults.nemesis"] | edges["sim.faults.reaper"] if t.startswith("sim.run")}
+
+
+def test_no_store_module_outside_an_engine_imports_one() -> None:
+    edges = graph(TREES)
+    # The engines are there, and the rules modules are typed against the contract.
+    assert {"agents_room.store.sqlite.database", "agents_room.store.postgres.database"} <= set(edges)
+    for rules in ("leases", "messages", "reads", "rooms", "sessions", "overview", "wake"):
+        assert "agents_room.store.engine" in edges[f"agents_room.store.{rules}"], rules
+    assert engine_leaks(edges) == []
 
 
 def test_every_stage_is_in_the_table_and_its_docstring_agrees() -> None:
@@ -221,6 +255,31 @@ def test_a_checker_importing_the_run_is_refused(tmp_path: Path) -> None:
     edges = graph({"sim": root})
     assert forbidden(edges, SIM_MAY_IMPORT) == [
         "sim.check.checker imports sim.run.layout: sim.check may import only []"]
+
+
+def test_a_rules_module_importing_an_engine_is_refused(tmp_path: Path) -> None:
+    root = make(tmp_path / "agents_room", {
+        "__init__.py": "", "store/__init__.py": "", "store/engine.py": "class Tx: ...\n",
+        "store/leases.py": "from .engine import Tx\n",
+        "store/reads.py": "TYPE_CHECKING = False\nif TYPE_CHECKING:\n    from .sqlite.database import Tx\n",
+        "store/rooms.py": "def f():\n    from agents_room.store.postgres import listen\n",
+        "store/sqlite/__init__.py": "", "store/sqlite/database.py": "from ..engine import Tx\nfrom . import opening\n",
+        "store/sqlite/opening.py": "", "store/postgres/__init__.py": "",
+        "store/postgres/listen.py": "from ..sqlite.opening import x\n",
+    })
+    assert engine_leaks(graph({"agents_room": root})) == [
+        "agents_room.store.postgres.listen imports agents_room.store.sqlite.opening: only agents_room.store.sqlite "
+        "itself may (the rest speaks store/engine.py)",
+        "agents_room.store.reads imports agents_room.store.sqlite.database: only agents_room.store.sqlite itself "
+        "may (the rest speaks store/engine.py)",
+        "agents_room.store.rooms imports agents_room.store.postgres.listen: only agents_room.store.postgres itself "
+        "may (the rest speaks store/engine.py)",
+    ]
+    # Typed against the contract only: nothing to refuse.
+    (root / "store" / "reads.py").write_text("from .engine import Tx\n")
+    (root / "store" / "rooms.py").write_text("")
+    (root / "store" / "postgres" / "listen.py").write_text("from ..engine import Tx\nfrom ..errors import E\n")
+    assert engine_leaks(graph({"agents_room": root})) == []
 
 
 def test_a_docstring_rule_is_read(tmp_path: Path) -> None:

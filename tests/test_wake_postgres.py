@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.hook import _waiters_folder
+from agents_room.hook_wait import waiters_folder
 from agents_room.install import hook_command
 from agents_room.store import Pending, Session, Store
 from agents_room.wake import Watcher
@@ -58,7 +58,7 @@ def test_hook_wait_is_told_at_the_senders_commit(pg, repo: Path, tmp_path: Path)
         waiter = subprocess.Popen([*INSTALLED, "--wait", "--poll", "30", "--timeout", "60"], stdin=fh,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        marker = Path(_waiters_folder(store, url)) / me
+        marker = Path(waiters_folder(store)) / me
         deadline = time.monotonic() + 20
         while not (marker.exists() and marker.read_text() == str(waiter.pid)):
             assert time.monotonic() < deadline and waiter.poll() is None, waiter.stderr.read()  # type: ignore[union-attr]

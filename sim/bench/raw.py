@@ -16,7 +16,8 @@ import time
 
 # The store's own settings, so the ratio measures code, not configuration. (Only constants
 # come from the store; the connection and every statement here are bare sqlite3.)
-from agents_room.store.sqlite import _CACHE_KIB, DEFAULT_BUSY_TIMEOUT_S, WAL_LIMIT_BYTES
+from agents_room.store.engines import DEFAULT_BUSY_TIMEOUT_S
+from agents_room.store.sqlite.database import CACHE_KIB, WAL_LIMIT_BYTES
 
 # One encoder for every event payload: json.dumps with options builds a new one per call.
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
@@ -26,7 +27,7 @@ def connect(db: str) -> sqlite3.Connection:
     conn = sqlite3.connect(db, timeout=DEFAULT_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+    conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
     conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
     return conn
 

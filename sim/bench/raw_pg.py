@@ -18,7 +18,7 @@ import psycopg
 # Only constants come from the store: the lock key and the statements that take it, so the
 # ratio measures the store's code, not a different locking scheme. The connection and every
 # statement here are bare psycopg.
-from agents_room.store.postgres import _BEGIN_WRITE, _LOCK_NOW
+from agents_room.store.postgres.database import BEGIN_WRITE, LOCK_NOW
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 _EVENT = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq"
@@ -42,7 +42,7 @@ class RawPgRoom:
         """BEGIN and the write lock, one round trip; a lock wait past lock_timeout rolls back
         (as the store's does), so the connection is ready for the next try."""
         try:
-            cur = self.conn.execute(f"{_BEGIN_WRITE}; {_LOCK_NOW}")
+            cur = self.conn.execute(f"{BEGIN_WRITE}; {LOCK_NOW}")
             cur.nextset()
             return cur.fetchone()[0]  # type: ignore[index]
         except psycopg.Error:

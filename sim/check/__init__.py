@@ -6,8 +6,10 @@ merged), the store's events and ``PRAGMA integrity_check``; output: the verdict 
 - ``operation``: records paired into operations; ``model``: the lease and delivery model;
 - ``replay``: the events through the model; ``crosscheck``: history against events;
   ``delivery``: exactly-once arithmetic; ``drift``: drift truth and stale-holder writes;
-  ``blackbox``: lease windows from the history alone; ``oracle`` (and ``oracle_reads``, rule
-  ids in ``rules``): the protocol recomputed from commit order and the clients' arguments;
+  ``blackbox``: lease windows from the history alone; ``oracle`` (rule ids in ``rules``): the
+  protocol recomputed from commit order and the clients' arguments, its state one record per
+  concern (``oracle_state``), each written by its own module (``oracle_rooms``,
+  ``oracle_mail``, ``oracle_leases``, ``oracle_wake``), the reads judged by ``oracle_reads``;
 - ``checker``: all of it, and the verdict (``check``).
 
 Imports from sim: nothing, so it can judge a run made elsewhere (``agents_room.store`` for

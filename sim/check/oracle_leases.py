@@ -11,13 +11,13 @@ from .oracle_state import CLAIM_TTL_S, EPS, Hold, Oracle
 
 
 def _put(o: Oracle, path: str, hold: Hold) -> None:
-    o.leases[path][hold.session] = hold
-    o.held_paths[hold.session].add(path)
+    o.lease.leases[path][hold.session] = hold
+    o.lease.held_paths[hold.session].add(path)
 
 
 def _drop(o: Oracle, path: str, sid: str) -> Hold | None:
-    o.held_paths[sid].discard(path)
-    return o.leases[path].pop(sid, None)
+    o.lease.held_paths[sid].discard(path)
+    return o.lease.leases[path].pop(sid, None)
 
 
 def store_span(p: dict[str, Any], at: float, expires: float) -> float:
@@ -44,7 +44,7 @@ def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
         if mode != asked:
             o.fail("LT4", f"{path}: {op.describe()} asked {asked}, was granted {mode}", seq, at, path=path, session=sid)
         expires, mode = (expires if "store_at" in p else at + ttl), asked  # (verified just above)
-    for h in o.leases[path].values():  # (a conflict by the store's own expiry is lease-exclusive's)
+    for h in o.lease.leases[path].values():  # (a conflict by the store's own expiry is lease-exclusive's)
         if (h.session != sid and h.store_expires <= at < h.expires_at - EPS
                 and (mode == "exclusive" or h.mode == "exclusive")):
             o.fail("LT3", f"{path}: session {sid} was granted {mode} while session {h.session} held it {h.mode} "
@@ -52,7 +52,7 @@ def on_grant(o: Oracle, ev: Any, op: Op | None) -> None:
                    other=h.session)
     _swept(o, ev)
     _put(o, path, Hold(sid, mode, int(p.get("token") or 0), expires, ttl, float(p.get("expires_at", expires))))
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+    o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
 
 
 def _swept(o: Oracle, ev: Any) -> None:
@@ -61,7 +61,7 @@ def _swept(o: Oracle, ev: Any) -> None:
     if o.retimed:
         return  # the store's clock was jumped: its sweep compares on that clock
     o.checked["lease-ttl"] += 1
-    for path, holds in o.leases.items():
+    for path, holds in o.lease.leases.items():
         for h in holds.values():
             if h.store_expires <= ev.at - EPS:
                 o.fail("LT5", f"session {ev.session_id} was granted {ev.path} at {stamp(ev.at)}, yet the lease of "
@@ -73,7 +73,7 @@ def _swept(o: Oracle, ev: Any) -> None:
 
 def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:
     sid, p, seq, at, path = ev.session_id, ev.payload, ev.seq, ev.at, ev.path
-    mine = o.leases[path].get(sid)
+    mine = o.lease.leases[path].get(sid)
     o.checked["lease-rules"] += 1
     if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
         o.fail("LR4", f"{path}: session {sid} renewed at {stamp(at)}, but its lease ran out at "
@@ -93,7 +93,7 @@ def on_renew(o: Oracle, ev: Any, op: Op | None) -> None:
         expires = expires if "store_at" in p else at + ttl
     _put(o, path, Hold(sid, mine.mode if mine else str(p.get("mode")), int(p.get("token") or 0), expires, ttl,
                        float(p.get("expires_at", expires))))
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+    o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
 
 
 def on_release(o: Oracle, ev: Any, op: Op | None) -> None:
@@ -104,7 +104,7 @@ def on_release(o: Oracle, ev: Any, op: Op | None) -> None:
         if mine is not None and mine.expires_at <= at + EPS < mine.store_expires:  # (else lease-release-held's)
             o.fail("LR4", f"{path}: session {sid} released at {stamp(at)}, but its lease ran out at "
                    f"{stamp(mine.expires_at)} by the ttl_s its client asked", seq, at, path=path, session=sid)
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+    o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
 
 
 def on_expire(o: Oracle, ev: Any, op: Op | None) -> None:
@@ -114,4 +114,13 @@ def on_expire(o: Oracle, ev: Any, op: Op | None) -> None:
     if mine is not None and mine.expires_at > at + EPS and mine.store_expires <= at:  # (else lease-release-held's)
         o.fail("LT3", f"{path}: the lease of session {sid} was swept at {stamp(at)}, before {stamp(mine.expires_at)} "
                "(the ttl_s its client asked)", seq, at, path=path, session=sid, expected=mine.expires_at)
-    o.lease_tl[path].append((seq, tuple(o.leases[path].values())))
+    o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
+
+
+def left(o: Oracle, sid: str, seq: int) -> None:
+    """The session left: whatever it still held is gone from the model (its leave event is
+    judged by oracle_rooms: LV1 when it held anything)."""
+    for path in sorted(o.lease.held_paths.get(sid, ())):
+        o.lease.leases[path].pop(sid, None)
+        o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
+    o.lease.held_paths.pop(sid, None)

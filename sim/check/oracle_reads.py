@@ -32,7 +32,7 @@ def _live(holds: tuple[Hold, ...], t: float) -> tuple[Hold, ...]:
 
 
 def _lease_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold, ...]]:
-    return [_live(holds, t) for holds, a, b in _window(o, o.lease_tl.get(path, []), lo, hi, NOTHING)
+    return [_live(holds, t) for holds, a, b in _window(o, o.lease.lease_tl.get(path, []), lo, hi, NOTHING)
             for t in _moments(holds, a, b)]
 
 
@@ -102,10 +102,10 @@ def _recv(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     if op.outcome != "ok":
         return None
     o.checked["recv-order"] += 1
-    for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
-        if all(o.expires.get(m) is not None and o.expires[m] <= b for m in unread):  # type: ignore[operator]
+    for unread, a, b in _window(o, o.mail.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
+        if all(o.mail.expires.get(m) is not None and o.mail.expires[m] <= b for m in unread):  # type: ignore[operator]
             return _inbox(o, op, lo, hi)
-    waiting = sorted(o.unread.get(op.session, ()))  # type: ignore[arg-type]
+    waiting = sorted(o.mail.unread.get(op.session, ()))  # type: ignore[arg-type]
     return ("RV3", "answered no messages, but unread, unexpired deliveries waited throughout its window "
             f"(now unread: {waiting[:10]})", {"session": op.session})
 
@@ -119,12 +119,12 @@ def _as_sent(o: Oracle, op: Op) -> Found:
     if any(v is None or len(v) != len(ids) for v in fields.values()):
         return None  # a history from before the digest carried them
     for i, mid in enumerate(ids):
-        sender = o.sender.get(mid)
-        sent = o.subject.get(mid)
+        sender = o.mail.sender.get(mid)
+        sent = o.mail.subject.get(mid)
         if sender is None or sent is None:
             continue
         o.checked["recv-order"] += 1
-        want = {"senders": sender, "labels": o.label.get(sender), "subjects": sent[0], "to": sent[1]}
+        want = {"senders": sender, "labels": o.rooms.label.get(sender), "subjects": sent[0], "to": sent[1]}
         for key, value in want.items():
             if fields[key][i] != value:
                 return ("RV5", f"returned message {mid} with {key[:-1] if key != 'to' else 'to'} {fields[key][i]!r}; "
@@ -140,12 +140,12 @@ def _inbox(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         return None
     o.checked["read-answers"] += 1
     rooms = set(box.get("rooms") or ())
-    had = [sorted(m.get(op.session, ())) for m, _a, _b in _window(o, o.member_tl, lo, hi, {})]
+    had = [sorted(m.get(op.session, ())) for m, _a, _b in _window(o, o.rooms.member_tl, lo, hi, {})]
     if sorted(rooms) not in had:
         return ("RD7", f"answered an empty inbox in rooms {sorted(rooms)}; the model's rooms of the caller in its "
                 f"window were {had[:4]}", {"answered": sorted(rooms), "expected": had[:4]})
     got = (box.get("total"), box.get("read"), box.get("last"))
-    counts = [c for c, _a, _b in _window(o, o.inbox_tl.get(op.session, _EMPTY), lo, hi, (0, 0, None))]
+    counts = [c for c, _a, _b in _window(o, o.mail.inbox_tl.get(op.session, _EMPTY), lo, hi, (0, 0, None))]
     for total, read, last in counts:
         if got[:2] == (total, read) and (last is None) == (got[2] is None) and (
                 last is None or abs(float(got[2]) - last) <= 1e-3):  # (a float through JSON and back)
@@ -161,7 +161,7 @@ def _unknown(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     o.checked["sessions"] += 1
     to = op.args.get("to") if op.f == "msg_send" else None
     target = to if isinstance(to, str) and to != "*" and not to.startswith(("tag:", "file:")) else None
-    for members, _a, _b in _window(o, o.member_tl, lo, hi, {}):
+    for members, _a, _b in _window(o, o.rooms.member_tl, lo, hi, {}):
         if op.session not in members or (target is not None and target not in members):
             return None
     return ("SR4", f"was refused unknown_session, yet session {op.session} was live throughout its window",
@@ -174,9 +174,9 @@ def _unread(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     count = (op.result or {}).get("count")
     o.checked["read-answers"] += 1
     seen = []
-    for unread, a, b in _window(o, o.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
-        most = sum(1 for m in unread if o.expires.get(m) is None or o.expires[m] > a)  # type: ignore[operator]
-        least = sum(1 for m in unread if o.expires.get(m) is None or o.expires[m] > b)  # type: ignore[operator]
+    for unread, a, b in _window(o, o.mail.unread_tl.get(op.session, _EMPTY), lo, hi, frozenset()):  # type: ignore[arg-type]
+        most = sum(1 for m in unread if o.mail.expires.get(m) is None or o.mail.expires[m] > a)  # type: ignore[operator]
+        least = sum(1 for m in unread if o.mail.expires.get(m) is None or o.mail.expires[m] > b)  # type: ignore[operator]
         if least <= (count if isinstance(count, int) else -1) <= most:
             return None
         seen.append((least, most))
@@ -191,7 +191,7 @@ def _who(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     got = set((op.result or {}).get("sessions") or ())
     room = op.args.get("room")
     wants = []
-    for members, _a, _b in _window(o, o.member_tl, lo, hi, {}):
+    for members, _a, _b in _window(o, o.rooms.member_tl, lo, hi, {}):
         mine = members.get(op.session, frozenset()) if room is None else frozenset({room})
         want = {sid for sid, rooms in members.items() if rooms & mine}
         if got == want:
@@ -211,7 +211,7 @@ def _liveness(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         return None  # a history from before the digest carried liveness
     here = hosts[sessions.index(op.session)]
     for sid, said, host, pid in zip(sessions, shown, hosts, pids, strict=False):
-        span = o.key_span.get(o.key_of.get(sid, ""))
+        span = o.rooms.key_span.get(o.rooms.key_of.get(sid, ""))
         if pid is None or host != here or span is None or not (span[0] < lo and span[1] > hi):
             continue  # no pid recorded: unknown is right
         o.checked["read-answers"] += 1
@@ -245,7 +245,7 @@ def _lease_list(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     got: dict[str, set[tuple[str, str, bool]]] = {}
     for path, sid, mode, mine in (op.result or {}).get("leases") or ():
         got.setdefault(path, set()).add((sid, mode, bool(mine)))
-    paths = set(got) | {p for p, tl in o.lease_tl.items() if any(h for h, _a, _b in _window(o, tl, lo, hi, NOTHING))}
+    paths = set(got) | {p for p, tl in o.lease.lease_tl.items() if any(h for h, _a, _b in _window(o, tl, lo, hi, NOTHING))}
     for path in sorted(paths):  # per path: a relaxation of "one moment for the whole list"
         states = [{(h.session, h.mode, h.session == op.session) for h in holds}
                   for holds in _lease_states(o, path, lo, hi)]
@@ -266,12 +266,12 @@ def _history(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     if asked is not None and room != asked:
         return ("RD5", f"answered room {room}, asked for {asked}", {"room": room, "expected": asked})
     if asked is None and op.session is not None:  # the caller's repo room (the first it joined)
-        homes = {r for members, _a, _b in _window(o, o.member_tl, lo, hi, {})
+        homes = {r for members, _a, _b in _window(o, o.rooms.member_tl, lo, hi, {})
                  for r in members.get(op.session, ()) if r.startswith("repo:")}
         if homes and room not in homes:
             return ("RD5", f"answered room {room} with no room asked; the caller's repo room is {sorted(homes)}",
                     {"room": room, "expected": sorted(homes)})
-    msgs = o.room_msgs.get(room, [])
+    msgs = o.mail.room_msgs.get(room, [])
     span = o.commits.span
     for n in range(len(msgs) + 1):  # the room's first n messages: a state if n-1 may have committed by hi
         if (n and span(msgs[n - 1][1])[0] > hi) or (n < len(msgs) and span(msgs[n][1])[1] < lo):
@@ -289,15 +289,15 @@ def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     got = (op.result or {}).get("messages") or []
     ids = [m[0] for m in got]
     span = o.commits.span
-    mine = [m for m, seq in o.sent_by.get(op.session, []) if span(seq)[0] <= hi]
-    surely = [m for m, seq in o.sent_by.get(op.session, []) if span(seq)[1] < lo]
+    mine = [m for m, seq in o.mail.sent_by.get(op.session, []) if span(seq)[0] <= hi]
+    surely = [m for m, seq in o.mail.sent_by.get(op.session, []) if span(seq)[1] < lo]
     limit = int(op.args.get("limit") or 50)
     if not any(ids == mine[:n][::-1][:limit] for n in range(len(surely), len(mine) + 1)):
         return ("RD6", f"listed messages {ids[:10]}; the model's, newest first, were {mine[::-1][:10]}", {})
     for mid, states, pending, *rest in got:
-        exp = o.expires.get(mid)
+        exp = o.mail.expires.get(mid)
         for rid, state in states.items():
-            seen = {s for s, _a, _b in _window(o, o.pair_tl.get((mid, rid), _EMPTY), lo, hi, None)}
+            seen = {s for s, _a, _b in _window(o, o.mail.pair_tl.get((mid, rid), _EMPTY), lo, hi, None)}
             if state == "expired" and exp is not None and exp <= hi and seen & UNREAD:
                 continue
             if state in UNREAD and exp is not None and exp <= lo and not o.retimed:
@@ -313,7 +313,7 @@ def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
         if rest:  # left: the recipients that had left the rooms, at some moment of the window
             left = set(rest[0])
             for rid in states:
-                lives = {st[2] if st else None for st, _a, _b in _window(o, o.level_tl.get(rid, _EMPTY), lo, hi, None)}
+                lives = {st[2] if st else None for st, _a, _b in _window(o, o.wake.level_tl.get(rid, _EMPTY), lo, hi, None)}
                 if (rid in left and False not in lives) or (rid not in left and True not in lives and None not in lives):
                     return ("RD6", f"showed message {mid} with {rid} {'among' if rid in left else 'not among'} the "
                             f"recipients that left; the model had it {'live' if rid in left else 'gone'} throughout",
@@ -324,7 +324,7 @@ def _sent(o: Oracle, op: Op, lo: float, hi: float) -> Found:
 def _ack(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     mid = op.args.get("message_id")
     pair = (mid, op.session)
-    states = {s for s, _a, _b in _window(o, o.pair_tl.get(pair, _EMPTY), lo, hi, None)}  # type: ignore[arg-type]
+    states = {s for s, _a, _b in _window(o, o.mail.pair_tl.get(pair, _EMPTY), lo, hi, None)}  # type: ignore[arg-type]
     if op.outcome == "ok":
         o.checked["ack"] += 1
         if not states & {"read", "acked"}:
@@ -350,7 +350,7 @@ def _leave_room(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     if op.outcome != "fail" or op.error != "invalid_argument" or op.session is None or not isinstance(room, str):
         return None
     o.checked["sessions"] += 1
-    if all(room in members.get(op.session, ()) for members, _a, _b in _window(o, o.member_tl, lo, hi, {})):
+    if all(room in members.get(op.session, ()) for members, _a, _b in _window(o, o.rooms.member_tl, lo, hi, {})):
         return ("SR3", f"was refused invalid_argument for room {room}, which the caller was in throughout the window",
                 {"room": room})
     return None

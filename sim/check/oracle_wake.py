@@ -38,35 +38,49 @@ def look_id(op: Op) -> tuple[int, int]:
     return (op.process, op.index)
 
 
+def prepare(o: Oracle, ops: list[Op]) -> None:
+    """Before the replay: the starts of each session's tool calls (the wake lever's looks are
+    not tool calls), and its calls that touch the store and succeeded, each sorted."""
+    starts: dict[str, list[float]] = {}
+    for op in ops:
+        if op.session is not None and op.f != "wake":
+            starts.setdefault(op.session, []).append(op.start)
+        if op.session is not None and op.f in TOUCHING and op.outcome == "ok" and op.end is not None:
+            o.wake.touches.setdefault(op.session, []).append((op.start, op.end, op.f))
+    o.wake.tool_starts = {sid: sorted(s) for sid, s in starts.items()}
+    for spans in o.wake.touches.values():
+        spans.sort()
+
+
 def levels(o: Oracle, sid: str, seq: int) -> None:
     """The session's level, lever and liveness from this event on (WK3's window reads it)."""
-    s = o.sessions.get(sid)
-    o.level_tl[sid].append((seq, (s.autonomy, s.lever, s.live) if s is not None else None))
+    s = o.rooms.sessions.get(sid)
+    o.wake.level_tl[sid].append((seq, (s.autonomy, s.lever, s.live) if s is not None else None))
 
 
 def sent(o: Oracle, mid: int, rid: str, initial: str, seq: int, at: float) -> None:
     """A delivery to a recipient with a lever: its signal timeline starts."""
-    s = o.sessions.get(rid)
+    s = o.rooms.sessions.get(rid)
     if s is None or not s.lever:
         return
-    o.wake_tl[(mid, rid)].append((seq, (initial, None)))
-    o.wake_pairs[rid].append(mid)
-    o.due_from[(mid, rid)] = at
+    o.wake.wake_tl[(mid, rid)].append((seq, (initial, None)))
+    o.wake.wake_pairs[rid].append(mid)
+    o.wake.due_from[(mid, rid)] = at
 
 
 def moved(o: Oracle, mid: int, sid: str, to: str, seq: int, at: float) -> None:
     """Any move of a delivery the signal timeline follows."""
     pair = (mid, sid)
-    if pair not in o.wake_tl:
+    if pair not in o.wake.wake_tl:
         return
-    o.wake_tl[pair].append((seq, (to, o.signal_at.get(pair))))
+    o.wake.wake_tl[pair].append((seq, (to, o.wake.signal_at.get(pair))))
     if to not in DUE:
-        o.due_until.setdefault(pair, at)
+        o.wake.due_until.setdefault(pair, at)
 
 
 def _unfit(o: Oracle, sid: str, mid: int, at: float) -> str | None:
     """Why a delivery of ``mid`` to ``sid`` could not be signalled at ``at``, or None."""
-    s = o.sessions.get(sid)
+    s = o.rooms.sessions.get(sid)
     if s is None:
         return None  # a session the events never saw join: not judged
     if not s.live:
@@ -75,7 +89,7 @@ def _unfit(o: Oracle, sid: str, mid: int, at: float) -> str | None:
         return f"{sid} was at {s.autonomy}, not wake"
     if not s.lever:
         return f"{sid} has no wake lever"
-    exp = o.expires.get(mid)
+    exp = o.mail.expires.get(mid)
     if exp is not None and exp <= at + EPS:
         return f"the message's ttl_s ran out at {exp:.6f}"
     return None
@@ -96,9 +110,9 @@ def offered(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
         if why is not None:
             o.fail("WK1", f"message {mid} was offered to {sid}, but {why}", seq, at, message_id=mid, session=sid,
                    op=op.describe() if op else None)
-        o.signal_at[(mid, sid)] = at
+        o.wake.signal_at[(mid, sid)] = at
         if op is not None:
-            o.looked[look_id(op)].add((mid, sid))
+            o.wake.looked[look_id(op)].add((mid, sid))
 
 
 def retried(o: Oracle, ev: Any, op: Op | None) -> None:
@@ -108,7 +122,7 @@ def retried(o: Oracle, ev: Any, op: Op | None) -> None:
     for mid in [int(m) for m in ev.payload.get("items") or ()]:
         o.checked["wake"] += 1
         pair = (mid, sid)
-        state, last = o.state.get(pair), o.signal_at.get(pair)
+        state, last = o.mail.state.get(pair), o.wake.signal_at.get(pair)
         why = _unfit(o, sid, mid, at)
         if why is None and window_s is None:
             why = f"no look of {sid}'s own lever made it ({op.describe() if op else 'no operation'})"
@@ -120,11 +134,11 @@ def retried(o: Oracle, ev: Any, op: Op | None) -> None:
         if why is not None:
             o.fail("WK2", f"message {mid} to {sid} was signalled again, but {why}", seq, at, message_id=mid,
                    session=sid, op=op.describe() if op else None)
-        o.signal_at[pair] = at
-        if pair in o.wake_tl:
-            o.wake_tl[pair].append((seq, (state, at)))
+        o.wake.signal_at[pair] = at
+        if pair in o.wake.wake_tl:
+            o.wake.wake_tl[pair].append((seq, (state, at)))
         if op is not None:
-            o.looked[look_id(op)].add(pair)
+            o.wake.looked[look_id(op)].add(pair)
 
 
 def accepted(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
@@ -137,11 +151,11 @@ def accepted(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
                 confirmed.update(int(i) for i in ids)
         if op.outcome != "ok" and op.args.get("answer") == "accept":  # type: ignore[union-attr]
             confirmed.update(items)  # its answer never came back: the lever may have confirmed
-    starts = o.tool_starts.get(sid, ())
+    starts = o.wake.tool_starts.get(sid, ())
     for mid in items:
         o.checked["wake"] += 1
         pair = (mid, sid)
-        state, last = o.state.get(pair), o.signal_at.get(pair)
+        state, last = o.mail.state.get(pair), o.wake.signal_at.get(pair)
         why = None
         if state != "offered":
             why = f"its delivery was {state}, not offered"
@@ -155,7 +169,7 @@ def accepted(o: Oracle, ev: Any, op: Op | None, items: list[int]) -> None:
             o.fail("WK4", f"message {mid} to {sid} was accepted, but {why}", seq, at, message_id=mid, session=sid,
                    op=op.describe() if op else None)
         if op is not None:
-            o.looked[look_id(op)].add(pair)
+            o.wake.looked[look_id(op)].add(pair)
 
 
 def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[str, Any]] | None:
@@ -165,20 +179,20 @@ def judge_look(o: Oracle, op: Op, lo: float, hi: float) -> tuple[str, str, dict[
     sid = op.session
     if sid is None:
         return None
-    fit = window(o.level_tl.get(sid, []), lo, hi, None, o.commits)
+    fit = window(o.wake.level_tl.get(sid, []), lo, hi, None, o.commits)
     if not all(st is not None and st[0] == "wake" and st[1] and st[2] for st, _, _ in fit):
         return None
     o.checked["wake"] += 1
     window_s = float(op.args.get("retry_s", 0))
-    touched = o.looked.get(look_id(op), set())
-    for mid in o.wake_pairs.get(sid, ()):
+    touched = o.wake.looked.get(look_id(op), set())
+    for mid in o.wake.wake_pairs.get(sid, ()):
         pair = (mid, sid)
-        if pair in touched or o.due_from.get(pair, hi) >= lo or o.due_until.get(pair, hi + 1) <= hi:
+        if pair in touched or o.wake.due_from.get(pair, hi) >= lo or o.wake.due_until.get(pair, hi + 1) <= hi:
             continue
-        exp = o.expires.get(mid)
+        exp = o.mail.expires.get(mid)
         if exp is not None and exp <= hi + EPS:
             continue
-        states = window(o.wake_tl[pair], lo, hi, None, o.commits)
+        states = window(o.wake.wake_tl[pair], lo, hi, None, o.commits)
         acted = _acted_since(o, sid, states, lo)
         if acted is not None:
             return ("WK5", f"message {mid} was offered (signalled at {acted[0]:.6f}) throughout the look, and its "
@@ -203,7 +217,7 @@ def _acted_since(o: Oracle, sid: str, states: list[Any], lo: float) -> tuple[flo
     if len(signals) != 1 or any(st is None or st[0] != "offered" for st, _, _ in states):
         return None
     signal = signals.pop()
-    spans = o.touches.get(sid, ())
+    spans = o.wake.touches.get(sid, ())
     i = bisect.bisect_right(spans, (signal + o.slack, float("inf")))
     if i < len(spans) and spans[i][1] < lo:
         return (signal, spans[i][2], spans[i][0])

@@ -303,7 +303,7 @@ class Nemesis:
         own = [p.stat().st_size for p in layout.history.glob("p*.jsonl") if (int(p.stem[1:]) - proc.no) % n == 0]
         own += [p.stat().st_size for p in (layout.out / "logs").glob(f"{proc.name}.g*.log")]
         shm = Path(f"{layout.db}-shm")
-        own.append(shm.stat().st_size if shm.exists() else 0)  # stat, never open: see store/sqlite.py
+        own.append(shm.stat().st_size if shm.exists() else 0)  # stat, never open: see store/sqlite/database.py
         wal = self._pin.db.wal_bytes()
         cap = max(1 << 20, max(own) + 256 * 1024)
         original = resource.prlimit(proc.popen.pid, resource.RLIMIT_FSIZE)

@@ -140,7 +140,7 @@ def lines(h: dict[str, Any] | None) -> list[str]:
 
 
 def plot(h: dict[str, Any], out: Path, faults: list[dict[str, Any]], start_ns: int, duration_s: float) -> str:
-    from .plots import _save, plt, shade_faults
+    from .plots import plt, save, shade_faults
 
     fig, ax = plt.subplots()
     width = max(duration_s / 60, 0.25)
@@ -156,7 +156,7 @@ def plot(h: dict[str, Any], out: Path, faults: list[dict[str, Any]], start_ns: i
     ax.set_ylabel("operations completed per second")
     ax.set_title("Throughput per host (fault windows shaded)")
     ax.legend(loc="lower right", ncols=min(len(h["series"]) + 3, 8))
-    return _save(fig, out, "hosts.png")
+    return save(fig, out, "hosts.png")
 
 
 def print_table(h: dict[str, Any] | None, console: Any) -> None:

@@ -44,7 +44,7 @@ def shade_faults(ax: Any, faults: list[dict[str, Any]], start_ns: int, end_s: fl
             ax.axvline(t0, color="tab:red", alpha=0.5, lw=0.8, label=label)
 
 
-def _save(fig: Any, out: Path, name: str) -> str:
+def save(fig: Any, out: Path, name: str) -> str:
     fig.tight_layout()
     fig.savefig(out / name, dpi=DPI, pil_kwargs={"compress_level": 1})  # fast to write, a little larger
     plt.close(fig)
@@ -66,7 +66,7 @@ def latency_over_time(s: Stats, out: Path, faults: list[dict[str, Any]], start_n
     ax.set_title(f"Latency over time, all operations ({b.width_s:g} s bins)")
     shade_faults(ax, faults, start_ns, s.duration_s)
     ax.legend(loc="upper right", ncols=4)
-    return _save(fig, out, "latency.png")
+    return save(fig, out, "latency.png")
 
 
 def throughput_over_time(s: Stats, out: Path, faults: list[dict[str, Any]], start_ns: int) -> str:
@@ -92,7 +92,7 @@ def throughput_over_time(s: Stats, out: Path, faults: list[dict[str, Any]], star
     busy.set_xlim(0, s.duration_s)
     for a in (ax, busy):
         shade_faults(a, faults, start_ns, s.duration_s)
-    return _save(fig, out, "throughput.png")
+    return save(fig, out, "throughput.png")
 
 
 def percentiles(s: Stats, out: Path) -> str:
@@ -119,7 +119,7 @@ def percentiles(s: Stats, out: Path) -> str:
     ax.set_title("Latency percentile distribution")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", ncols=2)
-    return _save(fig, out, "percentiles.png")
+    return save(fig, out, "percentiles.png")
 
 
 def ops_per_agent(s: Stats, out: Path, repo_of: dict[str, str]) -> str:
@@ -141,7 +141,7 @@ def ops_per_agent(s: Stats, out: Path, repo_of: dict[str, str]) -> str:
         ax.set_ylim(0, counts.max() * 1.2)  # headroom for the legend above the bars
     ax.legend(handles=handles, loc="upper center", ncols=len(handles))
     ax.grid(axis="x", visible=False)
-    return _save(fig, out, "agents.png")
+    return save(fig, out, "agents.png")
 
 
 def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: float, n: int = 4,
@@ -180,7 +180,7 @@ def lease_timeline(events: list[Any], out: Path, wall_start: float, duration_s: 
     ax.set_xlabel(f"seconds since start ({colours}; full bars exclusive, half bars shared)")
     ax.set_title(f"Lease timeline, {len(paths)} hottest paths, first {window:g} s")
     ax.grid(axis="y", visible=False)
-    return _save(fig, out, "leases.png")
+    return save(fig, out, "leases.png")
 
 
 def wal_over_time(samples: list[dict[str, Any]], out: Path, faults: list[dict[str, Any]], start_ns: int,
@@ -206,4 +206,4 @@ def wal_over_time(samples: list[dict[str, Any]], out: Path, faults: list[dict[st
     lines2 = ax2.get_legend_handles_labels()
     # Outside the axes, to the right of the second one's label: inside, it hid the line it names.
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", bbox_to_anchor=(1.08, 1.0))
-    return _save(fig, out, "wal.png")
+    return save(fig, out, "wal.png")

@@ -5,7 +5,8 @@ per-process histories, the store (read back for its events), ``samples.jsonl``.
 - ``layout``: the output folder: make it, read back the history, events and samples;
 - ``runner``: spawn the agents, tell them go/stop/drain, sample, run the tick hooks;
   it satisfies ``faults.control.RunControl``, which is all the nemesis sees of it;
-- ``agent``: one agent process, ``python -m sim.run.agent <config.json>``;
+- ``agent``: one agent process, ``python -m sim.run.agent <config.json>`` (``agentproc``: starting
+  its driver, its CPU);
 - ``workload``: what an agent does next (pure, seeded); ``drivers``: how it reaches the
   store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
 - ``progress``: the live display.

@@ -22,42 +22,20 @@ import time
 import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..check.history import Writer, process_id
 from ..faults.clock import SharedClock
 from ..faults.saboteur import Control, Saboteur
 from ..scenario import scenario as scenario_mod
 from . import workload
+from .agentproc import children_cpu_s, self_cpu_s, start_driver
 from .drivers import SIM_LEVER, Driver, OpError, open_driver
 from .workload import Held, Known, Op
-
-# How long an agent starts its driver again while the store cannot be reached (a nemesis's
-# database restart takes well under a second; a partition of the agent's host, its length).
-START_RETRY_S = 20.0
 
 MAX_UNACKED = 200
 # An idle agent's wake lever looks this many times, a retry window apart, with no tool call between.
 IDLE_LOOKS = 5
-
-
-def start_driver(open_: Callable[[], Driver], retry_s: float = START_RETRY_S) -> Driver:
-    """``open_()``, again every half second (as a harness restarts a server that died at
-    start) while the server or the store does not come up, e.g. a replacement agent starting
-    while the nemesis has the database down; still down after ``retry_s``, the last error ends
-    the agent. Nothing is invoked before the driver is up, so the history has nothing to settle."""
-    deadline = time.monotonic() + retry_s
-    while True:
-        try:
-            return open_()
-        except ValueError:
-            raise  # a driver this run cannot have: no retry makes it one
-        except Exception as exc:  # noqa: BLE001 - a server or store that did not come up
-            if time.monotonic() >= deadline:
-                raise
-            print(f"driver did not start ({type(exc).__name__}: {str(exc)[:200]}); starting it again",
-                  file=sys.stderr, flush=True)
-            time.sleep(0.5)
 
 
 @dataclass
@@ -349,29 +327,6 @@ class Agent:
         return False
 
 
-def _self_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _children_cpu_s() -> float:
-    """CPU of this process's running children (the ``agents-room serve`` of the mcp driver),
-    from /proc: RUSAGE_CHILDREN only counts children that have exited."""
-    ticks = 0
-    for task in os.listdir("/proc/self/task"):
-        try:
-            kids = Path(f"/proc/self/task/{task}/children").read_text().split()
-        except OSError:
-            continue
-        for kid in kids:
-            try:
-                fields = Path(f"/proc/{kid}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     cfg = Config.load(argv[0])
@@ -392,8 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         words = control.line()
         start_ns, end_ns = int(words[1]), int(words[2])
         direct = agent.driver.name == "direct"
-        cpu_go = _self_cpu_s()
-        store_go = agent.driver.cpu_s() if direct else _children_cpu_s()
+        cpu_go = self_cpu_s()
+        store_go = agent.driver.cpu_s() if direct else children_cpu_s()
         agent.work(start_ns, end_ns)
         print("stopped", flush=True)
         words = control.line()
@@ -402,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         agent.driver.close()
         if not direct:
             store_cpu = agent.driver.cpu_s()
-        cpu = _self_cpu_s()
+        cpu = self_cpu_s()
         # Figures from "go" on leave out start-up (imports, spawning the server, joining).
         status = {"drained": drained, "cpu_s": cpu, "store_cpu_s": store_cpu, "work_cpu_s": cpu - cpu_go,
                   "store_work_cpu_s": store_cpu - store_go, "driver": agent.driver.name, "session": agent.session,

@@ -101,12 +101,12 @@ def store_location(text: str | Path) -> str:
     """``sim run --store``'s value as every process of the run opens it: a postgresql://
     (or postgres://) URL as given, a path made absolute (the agents run in their own folders).
     Raises ``agents_room.store.StoreError`` for another scheme, in one line."""
-    from agents_room.store.location import POSTGRES_SCHEMES, _scheme, resolve
+    from agents_room.store.location import POSTGRES_SCHEMES, resolve, scheme
 
     text = str(text)
-    if _scheme(text) in POSTGRES_SCHEMES:
+    if scheme(text) in POSTGRES_SCHEMES:
         return resolve(text, source="--store").target
-    if _scheme(text) is None and text:
+    if scheme(text) is None and text:
         text = str(Path(text).expanduser().absolute())
     return resolve(text, source="--store").target
 

@@ -8,13 +8,14 @@ becomes a default. ``docs/simulator.md`` documents every key.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from agents_room.toml_lines import toml_value
 
 from . import faultplan
 from .faultplan import Faults
@@ -366,21 +367,9 @@ OPERATIONS = (
 # -- writing the scenario as run ----------------------------------------------------------------
 
 
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string is a JSON string for this alphabet
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} as TOML")
-
-
 def _toml_table(header: str, values: dict[str, Any]) -> list[str]:
     lines = [header] if header else []
-    lines += [f"{k} = {_toml_value(v)}" for k, v in values.items() if v is not None and not isinstance(v, dict)]
+    lines += [f"{k} = {toml_value(v)}" for k, v in values.items() if v is not None and not isinstance(v, dict)]
     return lines
 
 

@@ -265,13 +265,8 @@ def doctor(args: argparse.Namespace) -> int:
         _print_json(health)
     else:
         print(f"{'path:':16}{health['path']} ({where.origin})")
-        if health.get("engine") == "postgresql":
-            for key in ("engine", "server_version", "schema_version"):
-                print(f"{key + ':':16}{health[key]}")
-        else:
-            for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode"):
-                print(f"{key + ':':16}{health[key]}")
-            print(f"{'size:':16}{health['db_bytes']} bytes, WAL {health['wal_bytes']} bytes")
+        for key, value in health["shown"]:  # what this engine has to say (store/engine.py)
+            print(f"{key + ':':16}{value}")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
         print(f"{'this host:':16}{health['host']}")
         print(f"{'sessions:':16}" + (", ".join(
@@ -281,9 +276,7 @@ def doctor(args: argparse.Namespace) -> int:
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
-    if health.get("engine") == "postgresql":
-        return 0 if health["quick_check"] == "ok" else 1
-    return 0 if health["quick_check"] == "ok" and str(health["journal_mode"]).lower() == "wal" else 1
+    return 0 if health["healthy"] else 1
 
 
 def add_doctor(subparsers: Subparsers) -> None:

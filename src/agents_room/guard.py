@@ -24,7 +24,8 @@ import os
 import sys
 import time
 
-from .hook import _ancestors, _keys, store_path
+from .hook import _ancestors, _keys
+from .hook_store import store_modules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -66,7 +67,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = staged_paths(top)
         if not paths:
             return 0
-        found = check(store_path(db or None), paths)
+        (engines,) = store_modules("engines")  # the store's own rule of where the store is, and its engine
+        engine, path, _origin = engines.locate(db, "--db") if db else engines.locate()
+        found = check(path, paths, lean=engine == engines.SQLITE)
     except GuardError as exc:
         say(f"{exc}; commit allowed, nothing checked")
         return 0
@@ -140,11 +143,11 @@ def _run(argv: list[str]) -> bytes:
 # -- the store --------------------------------------------------------------------------------------
 
 
-def check(path: str, paths: list[str]) -> tuple[list[Any], list[Any]] | None:
+def check(path: str, paths: list[str], *, lean: bool) -> tuple[list[Any], list[Any]] | None:
     """(the committer's sessions, the blockers) from the store at ``path``; None, after one
     line, when there is no store there (never created: nobody holds a lease)."""
     keys, pids = _keys({}), _ancestors(ANCESTOR_DEPTH)
-    if "://" in path:
+    if not lean:  # a database server: through the store itself
         if sys.flags.no_site:  # PostgreSQL's driver is in site-packages (guard_entry.py skipped site)
             import site
 
@@ -159,9 +162,7 @@ def check(path: str, paths: list[str]) -> tuple[list[Any], list[Any]] | None:
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
-    from .hook_news import bare_store_modules
-
-    (rule,) = bare_store_modules("commitguard")
+    (rule,) = store_modules("commitguard")
     # The guard only reads: the bare C connection, as the mail hook's probe reads (hook.probe),
     # without the store's writer machinery (admission queue, migrations) and its imports.
     # mode=rw: a path that is no file is never created.

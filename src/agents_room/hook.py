@@ -11,27 +11,31 @@ yet; nothing when there is nothing new. It follows the session's autonomy:
   (``{"decision": "block", "reason": ...}``), unless ``stop_hook_active`` says this Stop is
   already a continuation (so it cannot loop); ``hold`` never blocks a Stop.
 
-``--wait`` is the Stop-hook wake lever (Claude Code's ``asyncRewake``): it waits until mail
-for a session at ``wake`` arrives, prints the facts on stderr and exits 2, which starts a
-turn in the idle chat; it exits 0 at its timeout.
+``--wait`` is the Stop-hook wake lever (Claude Code's ``asyncRewake``, agents_room/hook_wait.py):
+it waits until mail for a session at ``wake`` arrives, prints the facts on stderr and exits 2,
+which starts a turn in the idle chat; it exits 0 at its timeout.
 
 A hook must never break the harness: any failure exits 0 with one line on stderr. It runs on
 every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
-probe over SQLite without importing the store (whose import costs more than the rest of the
-hook); only when the probe finds something does the store do the real work, by its own
-rules (store/news.py). Never ``mcp``.
+probe over SQLite without importing the store's package (whose import costs more than the
+rest of the hook), by the store's own rules of where the store is (store/engines.py) and
+what is news (store/delivery.py), loaded alone (agents_room/hook_store.py); only when the
+probe finds something does the store do the real work, by its own rules (store/news.py).
+Never ``mcp``.
 
 The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
-path this module imports nothing but ``os`` and two of CPython's C modules (``_json``,
-``_sqlite3``): ``argparse`` and ``json`` pull in ``re`` (with ``enum``), ``sqlite3`` pulls in
-``datetime``, which together cost about as much as the interpreter's own start.
+path this module imports nothing but ``os``, those two stdlib-only modules of the store and
+two of CPython's C modules (``_json``, ``_sqlite3``): ``argparse`` and ``json`` pull in ``re``
+(with ``enum``), ``sqlite3`` pulls in ``datetime``, which together cost about as much as the
+interpreter's own start.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
+
+from .hook_store import store_modules
 
 # Annotations only: importing typing would cost this hot path more than its own query.
 TYPE_CHECKING = False
@@ -139,16 +143,22 @@ def run(args: argparse.Namespace | Args) -> int:
     """Never raises and never exits non-zero except ``--wait``'s deliberate 2."""
     try:
         data = _read_input(sys.stdin)
-        path = store_path(getattr(args, "db", None))
-        if "://" in path and sys.flags.no_site:
-            # A PostgreSQL store needs its driver from site-packages, which the installed
+        engines, delivery = store_modules("engines", "delivery")
+        db = getattr(args, "db", None)
+        engine, path, _origin = engines.locate(db, "--db") if db else engines.locate()
+        lean = engine == engines.SQLITE  # a file this process can probe, with the C module alone
+        if not lean and sys.flags.no_site:
+            # A server's store needs its driver from site-packages, which the installed
             # command's ``-S`` start skipped (hook_entry.py): add them now, as site would have.
             import site
 
             site.main()
         if args.wait:
-            return wait(data, path, timeout=args.timeout, poll=args.poll)
-        out = respond(data, path, args.event)
+            from .hook_wait import wait
+
+            return wait(_keys(data), _ancestors(), path, lean=lean, timeout=args.timeout, poll=args.poll,
+                        busy_timeout_s=BUSY_TIMEOUT_S)
+        out = respond(data, path, args.event, news=delivery.news_sql() if lean else None)
         if args.format == "cursor":
             out = for_cursor(out)
     except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)
@@ -270,35 +280,17 @@ def _ancestors(depth: int = ANCESTOR_DEPTH) -> list[int]:
     return out
 
 
-def store_path(db: str | None = None) -> str:
-    """``--db``, else ``$AGENTS_ROOM_DB``, else ``~/.agents-room/room.db``: the store's own
-    rule (store/location.py) for the common forms, repeated here so the probe need not
-    import the store (nor pathlib)."""
-    env = db or os.environ.get("AGENTS_ROOM_DB")
-    if env and ("://" in env or not os.path.isabs(os.path.expanduser(env))):
-        # Not a plain absolute path: the store's own rules say what it is, and refuse what
-        # could split the room (store/location.py). Rare, so only here is the import paid.
-        from agents_room.store.location import resolve
-
-        found = resolve(db, source="--db") if db else resolve()
-        return found.target if found.engine == "postgresql" else str(found.path)
-    path = os.path.expanduser(env) if env else os.path.join(os.path.expanduser("~"), ".agents-room", "room.db")
-    return os.path.normpath(path)
-
-
 # A superset of what the store will find (it ignores expiry and the key's priority over
 # the pid): a "no" here is a sure "nothing to say"; a "yes" hands over to the store. Two
 # steps so each uses its index: sessions by key (or the few by pid), then their deliveries
-# by primary key (recipient first).
+# by primary key (recipient first), with the store's own rule of news (store/delivery.py).
 _PROBE_SESSIONS = "SELECT id FROM sessions WHERE left_at IS NULL AND (harness_key IN ({keys}) OR pid IN ({pids}))"
-_PROBE_NEWS = (
-    "SELECT 1 FROM deliveries WHERE recipient IN ({ids}) AND (state = 'offered' "
-    "OR (announced = 0 AND state IN ('stored', 'accepted', 'undeliverable'))) LIMIT 1"
-)
+_PROBE_NEWS = "SELECT 1 FROM deliveries d WHERE d.recipient IN ({ids}) AND {news} LIMIT 1"
 
 
-def probe(path: str, keys: list[str], pids: list[int]) -> bool:
-    """Read-only: might a session with one of these keys or harness pids have something new?"""
+def probe(path: str, keys: list[str], pids: list[int], news: str) -> bool:
+    """Read-only: might a session with one of these keys or harness pids have something new
+    (``news``: the store's condition on a delivery ``d``)?"""
     if not keys and not pids:
         return False
     # sqlite3.connect is _sqlite3.connect; the sqlite3 package around it imports datetime for
@@ -316,7 +308,7 @@ def probe(path: str, keys: list[str], pids: list[int]) -> bool:
         ids = [r[0] for r in conn.execute(sql, (*keys, *pids))]
         if not ids:
             return False
-        return conn.execute(_PROBE_NEWS.format(ids=",".join("?" * len(ids))), ids).fetchone() is not None
+        return conn.execute(_PROBE_NEWS.format(ids=",".join("?" * len(ids)), news=news), ids).fetchone() is not None
     finally:
         conn.close()
 
@@ -327,32 +319,31 @@ def _open_store(path: str) -> Store:
     return Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False)
 
 
-def _find(store: Store, keys: list[str], pids: list[int]) -> Any:
-    return store.hook_session(keys, pids)
-
-
 # -- one event ---------------------------------------------------------------------------------------
 
 
-def respond(data: dict[str, Any], path: str, event: str | None = None) -> dict[str, Any] | None:
-    """The hook's answer to one event, or None to print nothing."""
+def respond(data: dict[str, Any], path: str, event: str | None = None, *, news: str | None = None
+            ) -> dict[str, Any] | None:
+    """The hook's answer to one event, or None to print nothing. ``news``: the store's rule of
+    news (store/delivery.py) when ``path`` is a SQLite file the hook probes first; None: a
+    server's store, which answers itself."""
     event = event or data.get("hook_event_name") or ""
     keys, pids = _keys(data), _ancestors()
-    if "://" in path:  # PostgreSQL has no file to probe: the store answers
-        from agents_room.store import news
+    if news is None:  # no file to probe: the store answers
+        from agents_room.store import news as rules
 
         from .hook_news import answer
 
         with _open_store(path) as store:
-            return answer(data, event, store.db, news, keys, pids)
-    if not os.path.exists(path) or not probe(path, keys, pids):
+            return answer(data, event, store.db, rules, keys, pids)
+    if not os.path.exists(path) or not probe(path, keys, pids, news):
         return None
     from .hook_news import answer, news_modules
 
-    sqlite_open, news = news_modules()  # (importing any other store module now would load it all)
-    db = sqlite_open.open_database(path, sqlite_open.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
+    opening, rules = news_modules()  # (importing any other store module now would load it all)
+    db = opening.open_database(path, opening.Clock(), BUSY_TIMEOUT_S, verify=False, create=False)
     try:
-        return answer(data, event, db, news, keys, pids)
+        return answer(data, event, db, rules, keys, pids)
     finally:
         db.close()
 
@@ -363,88 +354,6 @@ def for_cursor(out: dict[str, Any] | None) -> dict[str, Any]:
     if out and out.get("decision") == "block":
         return {"followup_message": out["reason"]}
     return {}
-
-
-# -- the Stop-hook wake lever -------------------------------------------------------------------------
-
-
-def wait(data: dict[str, Any], path: str, *, timeout: float, poll: float) -> int:
-    """Wait for mail that should wake this session (it is at ``wake``), signal it through the
-    store (``stored → offered``), print the facts on stderr, exit 2. Exit 0 at ``timeout``,
-    at once when there is no session or it is below ``wake``, and when a newer waiter for
-    the same session took over. When the session recorded another lever (the channel), only
-    its retries are ours. Between looks it blocks on the store's mail waiter: told at the
-    sender's commit on PostgreSQL, a look at the newest seq every ``poll`` on SQLite."""
-    from agents_room.wake import RETRY_LOOK_S, StopHookLever, deliver
-
-    deadline = time.monotonic() + timeout
-    if "://" not in path and not os.path.exists(path):
-        return 0
-    with _open_store(path) as store:
-        session = _find(store, _keys(data), _ancestors())
-        if session is None or session.autonomy != "wake":
-            return 0  # only `wake` may start a turn; below it, mail waits for the next one
-        lever = StopHookLever(sys.stderr)
-        marker = _claim_waiter(_waiters_folder(store, path), session.id)
-        waiter = store.mail_waiter(poll)
-        try:
-            waiter.watch(session.id)
-            last_look = float("-inf")
-            while time.monotonic() < deadline:
-                if not _still_waiter(marker):
-                    return 0
-                # At most ``poll`` per wait: a newer waiter is noticed that soon.
-                told = waiter.wait(min(poll, max(0.0, deadline - time.monotonic())))
-                if told or time.monotonic() - last_look >= RETRY_LOOK_S:
-                    last_look = time.monotonic()
-                    if deliver(store, lever, session_id=session.id, adopt_retries=True):
-                        return 2
-            return 0
-        finally:
-            waiter.close()
-            _release_waiter(marker)
-
-
-# One waiter per session: each Stop starts a new one, and the newest wins, so waiters do not
-# pile up while a chat stops many times. The marker lives beside the store (never the store's
-# own files, whose descriptors must not be opened outside SQLite); for a PostgreSQL store,
-# in this user's folder of the temporary directory (a session's waiters run on its host).
-
-
-def _waiters_folder(store: Store, path: str) -> str:
-    if "://" not in path:
-        return os.path.join(os.path.dirname(path), "waiters")
-    import hashlib
-    import tempfile
-
-    digest = hashlib.sha256(str(store.location).encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"agents-room-{os.getuid()}", f"waiters-{digest}")
-
-
-def _claim_waiter(folder: str, session_id: str) -> str:
-    os.makedirs(folder, mode=0o700, exist_ok=True)
-    marker = os.path.join(folder, session_id)
-    tmp = os.path.join(folder, f".{session_id}.{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(tmp, marker)  # atomic: a reader sees the old waiter or the new one
-    return marker
-
-
-def _still_waiter(marker: str) -> bool:
-    try:
-        with open(marker) as f:
-            return f.read() == str(os.getpid())
-    except OSError:
-        return False
-
-
-def _release_waiter(marker: str) -> None:
-    if _still_waiter(marker):
-        try:
-            os.unlink(marker)
-        except OSError:
-            pass
 
 
 if __name__ == "__main__":

@@ -27,10 +27,11 @@ def toml_value(value: Any) -> str:
         return repr(value)
     if isinstance(value, str):
         return json.dumps(value)  # a JSON string is a valid TOML basic string
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    if isinstance(value, dict):  # an inline table
-        return "{ " + ", ".join(f"{toml_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, dict):  # an inline table: each key is one key, never a dotted path
+        pairs = (f"{k if BARE.match(k) else json.dumps(k)} = {toml_value(v)}" for k, v in value.items())
+        return "{ " + ", ".join(pairs) + " }"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from agents_room.store import Received, Store, bounds, messages
 from agents_room.store.messages import UNREAD, Message
-from agents_room.store.sqlite import Tx
+from agents_room.store.sqlite.database import Tx
 
 from .mutation import rewrite
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from agents_room.store import Store, bounds, leases
 from agents_room.store.leases import Claim, Lease
-from agents_room.store.sqlite import Database, Tx, _translate
+from agents_room.store.sqlite.database import Database, Tx, translate
 
 from .mutation import rewrite
 
@@ -113,7 +113,7 @@ class DeferredDatabase(Database):
             try:
                 self.conn.execute("BEGIN")  # deferred: no lock until the first write
             except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
+                raise translate(exc, self.path) from exc
             tx = Tx(_RetryingConnection(self.conn, self.attempts), self.clock.now())  # type: ignore[arg-type]
             try:
                 yield tx
@@ -123,7 +123,7 @@ class DeferredDatabase(Database):
                     with contextlib.suppress(sqlite3.Error):
                         self.conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise _translate(exc, self.path) from exc
+                    raise translate(exc, self.path) from exc
                 raise
 
 

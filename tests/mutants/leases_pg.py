@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_room.store import postgres
+from agents_room.store.postgres import database as postgres
 
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 
@@ -40,7 +40,7 @@ class LazyLockDatabase(postgres.Database):
     def _begin(self, begin: str) -> postgres.Tx:
         if begin != self._write_begin:
             return super()._begin(begin)
-        tx = super()._begin(f"{postgres._BEGIN_WRITE}; {postgres._NOW}")  # no lock: the time only
+        tx = super()._begin(f"{postgres.BEGIN_WRITE}; {postgres.NOW}")  # no lock: the time only
         tx.conn = _LazyLock(tx.conn)  # type: ignore[assignment]
         return tx
 

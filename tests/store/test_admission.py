@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import turnqueue
-from agents_room.store.admission import Place, WriteAdmission
-from agents_room.store.turnqueue import CHECK_S, GRACE_S, SUPPORTED
+from agents_room.store.sqlite import turnqueue
+from agents_room.store.sqlite.admission import Place, WriteAdmission
+from agents_room.store.sqlite.turnqueue import CHECK_S, GRACE_S, SUPPORTED
 from agents_room.store.errors import InvalidArgument, StoreBusy
 
 pytestmark = pytest.mark.skipif(not SUPPORTED, reason="admission is Linux-only (OFD locks, futex)")
@@ -148,8 +148,8 @@ def test_a_slice_is_the_round_shared_among_those_waiting_when_it_opens(db: Path,
     """The adaptive slice: each of 8 queued writers opens its slice with 7, 6, ... 0 others
     still waiting, so its length is ROUND_S / waiters within [SLICE_MIN_S, SLICE_S] (the whole
     SLICE_S when nobody waits): long slices, few hand-overs, while few wait."""
-    from agents_room.store.admission import ROUND_S, SLICE_MIN_S, SLICE_S
-    from agents_room.store.sidefile import _SLICE_US, _WAITERS, SLOTS
+    from agents_room.store.sqlite.admission import ROUND_S, SLICE_MIN_S, SLICE_S
+    from agents_room.store.sqlite.sidefile import SLICE_US, WAITERS, SLOTS
 
     workers = spawn(8)
     me = WriteAdmission(db, 5.0)
@@ -158,11 +158,11 @@ def test_a_slice_is_the_round_shared_among_those_waiting_when_it_opens(db: Path,
             w.send(f"log {tmp_path / 'order.log'}")
             _wait_for(me, [os.getpid()] + [x.pid for x in workers[: i + 1]])
         queue = me._queue
-        assert queue is not None and queue.w[_WAITERS] == 8
+        assert queue is not None and queue.w[WAITERS] == 8
     for w in workers:
         w.expect("done")
-    assert queue.w[_WAITERS] == 0
-    lengths = sorted(queue.w[16 * slot + _SLICE_US] for slot in range(1, SLOTS + 1) if slot != queue.me)
+    assert queue.w[WAITERS] == 0
+    lengths = sorted(queue.w[16 * slot + SLICE_US] for slot in range(1, SLOTS + 1) if slot != queue.me)
     expected = [int(SLICE_S * 1e6)] + [max(int(SLICE_MIN_S * 1e6), min(int(SLICE_S * 1e6), int(ROUND_S * 1e6) // k))
                                        for k in range(1, 8)]
     assert [x for x in lengths if x] == sorted(expected), lengths
@@ -513,8 +513,8 @@ def _serve(db: Path, timeout_s: float, lend: bool) -> None:
             q._begin()  # marks the change in progress
             # Half of an append to an empty queue: the record says "waiting", the header
             # names it head but not yet tail.
-            q.w[q.rec + turnqueue._STATE] = turnqueue.WAITING
-            q.w[turnqueue._HEAD] = q.me
+            q.w[q.rec + turnqueue.STATE] = turnqueue.WAITING
+            q.w[turnqueue.HEAD] = q.me
             print("inside", flush=True)
             time.sleep(60)
 

@@ -155,7 +155,7 @@ def test_a_version_1_sqlite_store_upgrades_and_its_sessions_are_this_machines(
 
     Path(location).parent.mkdir(parents=True)
     conn = sqlite3.connect(location)
-    conn.executescript(resources.files("agents_room.store").joinpath("schema.sql").read_text())
+    conn.executescript(resources.files("agents_room.store.sqlite").joinpath("schema.sql").read_text())
     conn.execute("PRAGMA user_version=1")
     conn.execute(_V1_SESSION.format(pid=os.getpid(), seen=1))
     conn.commit()
@@ -177,7 +177,7 @@ def test_a_version_1_postgres_store_upgrades_and_its_sessions_host_stays_unknown
     import psycopg
 
     with psycopg.connect(location, autocommit=True) as conn:
-        conn.execute(resources.files("agents_room.store").joinpath("schema_pg.sql").read_text())
+        conn.execute(resources.files("agents_room.store.postgres").joinpath("schema.sql").read_text())
         conn.execute(_V1_SESSION.format(pid=os.getpid(), seen="extract(epoch FROM now()) - 3600"))
     monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "the-machine")
     with Store.open(location) as store:
@@ -197,7 +197,7 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(location
 
         Path(location).parent.mkdir(parents=True)
         conn = sqlite3.connect(location)
-        conn.executescript(resources.files("agents_room.store").joinpath("schema.sql").read_text())
+        conn.executescript(resources.files("agents_room.store.sqlite").joinpath("schema.sql").read_text())
         conn.execute("PRAGMA user_version=1")
         conn.commit()
         conn.close()
@@ -205,7 +205,7 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(location
         import psycopg
 
         with psycopg.connect(location, autocommit=True) as conn:
-            conn.execute(resources.files("agents_room.store").joinpath("schema_pg.sql").read_text())
+            conn.execute(resources.files("agents_room.store.postgres").joinpath("schema.sql").read_text())
     code = ("import sys; from agents_room.store import Store\n"
             "with Store.open(sys.argv[1], busy_timeout_s=10) as s: print(s.health()['schema_version'])")
     procs = [subprocess.Popen([sys.executable, "-c", code, location], stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -15,7 +15,8 @@ import psycopg
 import pytest
 
 from agents_room.store import Clock, Store, StoreBusy, StoreError
-from agents_room.store.postgres import SCHEMA_VERSION, WRITE_LOCK
+from agents_room.store.engines import SCHEMA_VERSION
+from agents_room.store.postgres.database import WRITE_LOCK
 
 from .conftest import checker_problems
 

@@ -18,7 +18,7 @@ import pytest
 pytestmark = pytest.mark.sqlite_only
 
 from agents_room.store import Clock, Store, StoreBusy, StoreError
-from agents_room.store.sqlite import SCHEMA_VERSION
+from agents_room.store.engines import SCHEMA_VERSION
 
 
 def _mode(path: Path) -> int:

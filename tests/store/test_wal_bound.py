@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import agents_room.store.sqlite as backend
+import agents_room.store.sqlite.database as backend
 from agents_room.store import Store
 
 LIMIT = 256 * 1024

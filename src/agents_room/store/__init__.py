@@ -2,7 +2,9 @@
 
 :class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
 and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
+the engine's :class:`~.engine.Database` (the contract, :mod:`.engine`; :mod:`.engines` picks
+the engine, :mod:`.sqlite` or :mod:`.postgres`, from the location); the rules themselves
+live in one module per concept.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +37,9 @@ from .reads import Drift
 from .rooms import Member
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, Database
-from .sqlite_open import open_database
+from .engine import Database
+from .engines import busy_timeout_from_env, open_database
+from .records import Event, LeaseState, LeaseView, Received
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 __all__ = [
@@ -51,58 +53,6 @@ __all__ = [
 # A read-only call records last_seen only when the stored value is older than this, so
 # reads stay reads (no write lock) under load.
 TOUCH_INTERVAL_S = 30.0
-
-
-@dataclass(frozen=True)
-class Event:
-    seq: int
-    at: float
-    session_id: str | None
-    kind: str
-    path: str | None
-    payload: dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Received:
-    messages: list[Message]
-    inbox: Inbox | None
-
-
-@dataclass(frozen=True)
-class LeaseState:
-    free: bool
-    lease: Lease | None
-    holders: list[Lease]
-
-
-@dataclass(frozen=True)
-class LeaseView:
-    path: str
-    session_id: str
-    label: str | None
-    mode: str
-    token: int
-    acquired_at: float
-    expires_at: float
-    mine: bool
-
-
-def _busy_timeout_from_env() -> float:
-    """``$AGENTS_ROOM_BUSY_TIMEOUT_S``, else the default; a value that is not a number of
-    seconds from 0 to 600 is refused in words (an unbounded wait would outlast any harness's
-    tool deadline)."""
-    text = os.environ.get("AGENTS_ROOM_BUSY_TIMEOUT_S", "")
-    if not text.strip():
-        return DEFAULT_BUSY_TIMEOUT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= 600:  # NaN fails too
-        raise StoreError(f"AGENTS_ROOM_BUSY_TIMEOUT_S={text[:40]!r} is not a number of seconds from 0 to 600; "
-                         f"unset it for the default, {DEFAULT_BUSY_TIMEOUT_S:g}")
-    return value
 
 
 class Store(WakeCalls):
@@ -127,20 +77,8 @@ class Store(WakeCalls):
         location = where if isinstance(where, Location) else resolve(where)
         host = host_id()  # a malformed AGENTS_ROOM_HOST_ID is refused before anything is opened
         if busy_timeout_s is None:
-            busy_timeout_s = _busy_timeout_from_env()
-        if location.engine == "postgresql":
-            try:
-                from . import postgres
-            except ImportError:
-                raise StoreError(
-                    f"{location} is a PostgreSQL store, and this installation has no PostgreSQL backend; "
-                    "install it with: pip install 'agents-room[postgres]'"
-                ) from None
-            return cls(postgres.open_database(location, clock or Clock(), busy_timeout_s, create=create), location, host)
-        if not create and not location.path.exists():
-            raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
-                             "is created when the first agent joins: check the location if you expected one here")
-        return cls(open_database(location.path, clock or Clock(), busy_timeout_s, verify=verify, create=create),
+            busy_timeout_s = busy_timeout_from_env()
+        return cls(open_database(location, clock or Clock(), busy_timeout_s, verify=verify, create=create),
                    location, host)
 
     @property
@@ -344,7 +282,7 @@ class Store(WakeCalls):
             me = self._session(tx, session_id, touch=False)
             found = leases.live(tx)
         self._touch_if_stale(me, tx.now)
-        return [LeaseView(*(getattr(x, f) for f in Lease.__dataclass_fields__), mine=x.session_id == me.id) for x in found]
+        return [LeaseView.of(x, mine=x.session_id == me.id) for x in found]
 
     # -- reads and drift --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from .coverage import ancestors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .sqlite import Tx
+    from .engine import Tx
 
 # One staged path a lease blocks: the path, the lease's own path (the path itself, or a
 # directory over it), and the holder.

@@ -7,10 +7,19 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .sqlite import Tx
+    from .engine import Tx
 
 UNREAD = ("stored", "offered", "accepted", "undeliverable")
 UNREAD_SQL = "('stored', 'offered', 'accepted', 'undeliverable')"
+
+
+def news_sql(fresh: str = "") -> str:
+    """A condition on a delivery ``d``: a hook has something to do for its recipient, mail not
+    announced yet (``fresh``: a further condition on that mail, such as its message's expiry)
+    or an offer a turn now confirms. :mod:`.news` asks it of one session; the hook's lean
+    probe (agents_room/hook.py) of its candidates, without ``fresh``: a superset, so its "no"
+    is sure."""
+    return f"((d.announced = 0 AND d.state IN {UNREAD_SQL}{fresh}) OR d.state = 'offered')"
 
 # Allowed predecessors of each state (the schema's delivery_transitions, for WHERE clauses).
 PREDECESSORS: dict[str, tuple[str, ...]] = {

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
-from .sqlite import Tx
+from .engine import Tx
 
 _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"

@@ -1,19 +1,7 @@
-"""Where the store is: ``AGENTS_ROOM_DB`` (or ``--db``) resolved to one location that means the
-same store to every agent that reads the setting.
-
-Every agent's harness starts its own server in its own repository, so a setting that each
-process resolves against its own working directory splits the room without a word: two
-repositories, two stores, leases granted on both sides. Such a setting is refused here, with
-what to write instead. Accepted:
-
-- nothing (unset or empty): ``~/.agents-room/room.db``, the default;
-- an absolute path, or one starting with ``~`` (the home folder of the user who runs the
-  agents, the same for each of them): a SQLite file;
-- ``postgresql://...`` or ``postgres://...``: a PostgreSQL database (the ``postgres`` extra).
-
-Refused, as ``StoreError``: a relative path; a URL of any other scheme.
-
-Stdlib only, and nothing heavier than ``os``: the hook's news path resolves its store here.
+"""Where the store is: ``AGENTS_ROOM_DB`` (or ``--db``) resolved to one :class:`Location` that
+means the same store to every agent that reads the setting. The rule itself, and which engine
+a location names, is :mod:`.engines` (the one place that picks an engine); this module makes
+the record of it.
 """
 
 from __future__ import annotations
@@ -22,17 +10,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import StoreError
+from .engines import ACCEPTED, ENV, POSTGRES_SCHEMES, POSTGRESQL, SQLITE, default_path, locate, redact, scheme
 
-ENV = "AGENTS_ROOM_DB"
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-SQLITE = "sqlite"
-POSTGRESQL = "postgresql"
-ACCEPTED = "an absolute path (or ~/...) for a SQLite file, or postgresql://user@host/db"
+__all__ = ["ACCEPTED", "ENV", "POSTGRES_SCHEMES", "POSTGRESQL", "SQLITE", "Location", "default_sqlite_path",
+           "redact", "resolve", "scheme"]
 
 
 def default_sqlite_path() -> Path:
-    return Path.home() / ".agents-room" / "room.db"
+    return Path(default_path())
 
 
 @dataclass(frozen=True)
@@ -63,56 +48,7 @@ class Location:
             self.source, "as given")
 
 
-def _scheme(text: str) -> str | None:
-    """The scheme of ``scheme://...``, else None. A plain path never has ``://`` after a
-    run of scheme characters at its start."""
-    head, sep, _ = text.partition("://")
-    if not sep or not head or not head[0].isalpha():
-        return None
-    if all(c.isalnum() or c in "+.-" for c in head):
-        return head.lower()
-    return None
-
-
-def redact(url: str) -> str:
-    """``postgresql://user:secret@host/db`` -> ``postgresql://user:***@host/db``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    authority, slash, tail = rest.partition("/")
-    userinfo, at, hostport = authority.rpartition("@")
-    if at and ":" in userinfo:
-        authority = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    # A password may also ride the query string (?password=...).
-    if "password=" in tail:
-        tail = "&".join(
-            "password=***" if part.startswith("password=") else part
-            for part in tail.replace("?", "?&", 1).split("&")
-        ).replace("?&", "?", 1)
-    return f"{scheme}{sep}{authority}{slash}{tail}"
-
-
 def resolve(value: str | os.PathLike[str] | None = None, *, source: str | None = None) -> Location:
-    """The location ``value`` names (a ``--db`` value, or a path given by code); with no
-    value, ``$AGENTS_ROOM_DB``; with neither, the default file. Raises ``StoreError`` for a
+    """The location ``value`` names (see :func:`.engines.locate`). Raises ``StoreError`` for a
     setting that could mean different stores to different agents."""
-    if value is not None and str(value) != "":
-        text, origin = os.fspath(value), source or "argument"
-    else:
-        text, origin = os.environ.get(ENV, ""), ENV
-        if not text:
-            return Location(SQLITE, str(default_sqlite_path()), "default")
-    scheme = _scheme(text)
-    if scheme in POSTGRES_SCHEMES:
-        return Location(POSTGRESQL, text, origin)
-    setting = f"{origin}={redact(text)}" if origin in (ENV, "--db") else f"the store location {redact(text)!r}"
-    if scheme is not None:
-        raise StoreError(f"{setting}: the scheme {scheme}:// is not supported; write {ACCEPTED}")
-    path = os.path.expanduser(text)
-    if not os.path.isabs(path):
-        raise StoreError(
-            f"{setting} is a relative path: every agent's server would resolve it against its own working "
-            "directory, so agents in different repositories would use different stores and never see each "
-            f"other; write an absolute path, e.g. {os.path.abspath(path)}, or ~/.agents-room/room.db"
-        )
-    return Location(SQLITE, os.path.normpath(path), origin)
+    return Location(*locate(value, source))

@@ -6,17 +6,20 @@ as something may have arrived for it (then the caller looks), False when ``timeo
 quietly. The first wait after ``watch`` is True at once: mail sent before the watch began is
 found by that first look.
 
+Each engine's ``Database.mail_waiter`` gives its own (the engine contract, :mod:`.engine`):
+
 - PostgreSQL: pushed. ``msg_send`` NOTIFYs each recipient's channel in its own transaction, so
   the waiter, which LISTENs on its own connection, wakes at the sender's commit, on any host;
-  no query runs while nothing happens (:class:`.postgres_listen.Listener`).
-- SQLite: polled, as before: the newest event's seq (one b-tree probe; every change writes an
-  event) every ``poll_s``; True when it moved.
+  no query runs while nothing happens (:class:`.postgres.listen.Listener`).
+- SQLite: polled (:class:`SeqPoller`): the newest event's seq (one b-tree probe; every change
+  writes an event) every ``poll_s``; True when it moved.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 
 class MailWaiter(Protocol):
@@ -30,12 +33,13 @@ class MailWaiter(Protocol):
 
 
 class SeqPoller:
-    """Polls the newest event's seq (SQLite, or any store without push)."""
+    """Polls the newest event's seq (SQLite, or any engine without push): ``last_seq`` is the
+    store's (:meth:`~agents_room.store.Store.last_seq`)."""
 
     pushed = False
 
-    def __init__(self, store: Any, poll_s: float) -> None:
-        self.store, self.poll_s = store, poll_s
+    def __init__(self, last_seq: Callable[[], int], poll_s: float) -> None:
+        self.last_seq, self.poll_s = last_seq, poll_s
         self.seen = -1
         self.looked_at = float("-inf")  # one look every poll_s, however the waits are cut
 
@@ -52,7 +56,7 @@ class SeqPoller:
                     return False
                 time.sleep(early)
             self.looked_at = time.monotonic()
-            seq = self.store.last_seq()
+            seq = self.last_seq()
             if seq != self.seen:
                 # The seq from before the caller's look: its own writes make one more look run
                 # (and find nothing), but nothing another process writes meanwhile is missed.
@@ -64,12 +68,3 @@ class SeqPoller:
     def close(self) -> None:
         pass
 
-
-def mail_waiter(store: Any, poll_s: float) -> MailWaiter:
-    """The store's way of waiting: pushed where the engine can (PostgreSQL), else polled.
-    ``store``: a :class:`~agents_room.store.Store` (its ``db`` and ``last_seq``)."""
-    if getattr(store.db, "engine", None) == "postgresql":
-        from .postgres_listen import Listener
-
-        return Listener(store.db.location, store.db.busy_timeout_s)
-    return SeqPoller(store, poll_s)

@@ -13,7 +13,7 @@ from .delivery import UNREAD, advance
 from .delivery import UNREAD_SQL as _UNREAD_SQL
 from .errors import InvalidArgument, NotRecipient, UnknownSession
 from .sessions import Caller, explain_unknown_recipient
-from .sqlite import Tx
+from .engine import Tx
 
 
 @dataclass(frozen=True)

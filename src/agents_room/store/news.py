@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-from .delivery import UNREAD_SQL, advance
+from .delivery import UNREAD_SQL, advance, news_sql
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .sqlite import Tx
+    from .engine import Tx
 
 # A session's columns, in the order sessions.Session takes them (sessions imports them).
 COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at, host, gone_at"
@@ -104,7 +104,7 @@ def has_news(tx: Tx, session_id: str) -> bool:
     One indexed probe, so the common answer (no) costs no write lock."""
     return tx.one(
         f"SELECT 1 FROM deliveries d JOIN messages m ON m.id = d.message_id WHERE d.recipient = ? "
-        f"AND ((d.announced = 0 AND d.state IN {UNREAD_SQL} AND {FRESH}) OR d.state = 'offered') LIMIT 1",
+        f"AND {news_sql(f' AND {FRESH}')} LIMIT 1",
         (session_id, tx.now),
     ) is not None
 

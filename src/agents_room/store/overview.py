@@ -17,7 +17,7 @@ from .leases import Lease
 from .liveness import Judge
 from .messages import UNREAD, Message
 from .rooms import Member
-from .sqlite import Tx
+from .engine import Tx
 
 KEY_SHOWN = 8  # characters of a harness key shown; the rest is never sent to a viewer
 LEASE_KINDS = ("lease_grant", "lease_renew", "lease_release", "lease_expire")

@@ -11,7 +11,7 @@ from typing import Literal
 from .clock import iso
 from .errors import InvalidArgument
 from .sessions import Caller
-from .sqlite import Tx
+from .engine import Tx
 
 Severity = Literal["SAFE", "MINOR", "CRITICAL"]
 

@@ -12,7 +12,7 @@ from .leases import release_all
 from .liveness import Judge, Liveness
 from .messages import expire_unread_for
 from .sessions import COLUMNS, LEVEL, Caller, Session
-from .sqlite import Tx
+from .engine import Tx
 
 
 def git_toplevel(cwd: str) -> str | None:

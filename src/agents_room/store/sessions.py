@@ -14,7 +14,7 @@ from .clock import iso
 from .errors import InvalidArgument, UnknownSession
 from .liveness import Judge
 from .news import COLUMNS
-from .sqlite import Tx
+from .engine import Tx
 
 LEVEL = {name: rank for rank, name in enumerate(bounds.AUTONOMY_LEVELS)}
 

@@ -29,7 +29,7 @@ from .news import COLUMNS, FRESH
 # The hook's rules on rows are store/news.py's; these are used from here too (wakecalls, the levers).
 from .news import describe, has_news, has_offers, mark_accepted, mark_announced  # noqa: F401
 from .sessions import Session
-from .sqlite import Tx
+from .engine import Tx
 
 # An offered delivery is signalled again once its last signal is older than this.
 RETRY_WINDOW_S = 60.0

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import wake
-from .mailwait import MailWaiter, mail_waiter
 from .sessions import Session
 from .wake import RETRY_WINDOW_S, Offer, Pending
 
 if TYPE_CHECKING:
-    from .sqlite import Database
+    from .engine import Database
+    from .mailwait import MailWaiter
 
 
 class WakeCalls:
@@ -72,7 +72,7 @@ class WakeCalls:
     def mail_waiter(self, poll_s: float) -> MailWaiter:
         """What a wake watcher blocks on between looks (store/mailwait.py): told at the
         sender's commit on PostgreSQL, a poll of ``last_seq`` every ``poll_s`` on SQLite."""
-        return mail_waiter(self, poll_s)
+        return self.db.mail_waiter(self.last_seq, poll_s)
 
     def last_seq(self) -> int:
         """The newest event's seq: pollers skip their query while it stays the same."""

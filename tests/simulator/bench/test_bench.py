@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.bench.bench import OPS, STORE_OPS, cell_of
+from sim.bench.bench import OPS, STORE_OPS
+from sim.bench.cells import cell_of
 from sim.bench.report import _round_ratio
 from sim.bench.sweep import at_point, knee, parse_sweep
 from sim.scenario.scenario import ScenarioError, load

@@ -70,7 +70,7 @@ def test_a_raw_claim_that_waits_past_the_lock_timeout_leaves_the_connection_usab
     """64 workers joining at once at load 87 waited past lock_timeout; the retry then found the
     transaction aborted. A lock held by another connection: the wait fails, then works."""
     from agents_room.store import Store
-    from agents_room.store.postgres import WRITE_LOCK
+    from agents_room.store.postgres.database import WRITE_LOCK
     from sim.bench.raw_pg import RawPgRoom
 
     Store.open(pg_url).close()

@@ -126,7 +126,7 @@ def figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         kept[name] = fig
         return name
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save", keep)
     return kept
 
 

@@ -24,29 +24,29 @@ from __future__ import annotations
 import errno
 import time
 
-from .errors import StoreBusy
+from ..errors import StoreBusy
 from .sidefile import (
-    _BORROWED,
-    _BORROWS,
-    _DEFERS,
-    _DIRTY,
-    _GRANTER,
-    _HEAD,
-    _HOLDER,
-    _NEXT,
-    _PID,
-    _RELEASED_Q,
-    _SLICE_US,
-    _SLICE_W,
-    _STATE,
-    _TICKET_Q,
-    _WAITERS,
-    _WAKE,
+    BORROWED,
+    BORROWS,
+    DEFERS,
+    DIRTY,
+    GRANTER,
+    HEAD,
+    HOLDER,
     IDLE,
+    NEXT,
     PASSED,
+    PID,
+    RELEASED_Q,
+    SLICE_US,
+    SLICE_W,
     SLOTS,
+    STATE,
     SUPPORTED,
+    TICKET_Q,
+    WAITERS,
     WAITING,
+    WAKE,
     SideFile,
 )
 
@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # annotations only: the hook's news path imports this module
     from typing import Literal
 
 if SUPPORTED:
-    from .sidefile import _TURN_OFF, _TURN_ON, _flock_call
+    from .sidefile import TURN_OFF, TURN_ON, flock_call
 
 __all__ = ["CHECK_S", "GRACE_S", "SUPPORTED", "TurnQueue"]
 
@@ -89,10 +89,10 @@ class TurnQueue(SideFile):
         the turn is ours (it runs around every write transaction: kept to two syscalls)."""
         if self.left_ns:
             self.lends = time.monotonic_ns() - self.left_ns < self.borrow_ns
-        if self.w[_HEAD]:
+        if self.w[HEAD]:
             return False
         try:
-            _flock_call(self.fd, _TURN_ON)
+            flock_call(self.fd, TURN_ON)
         except OSError as exc:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
@@ -103,10 +103,10 @@ class TurnQueue(SideFile):
     def enter(self, deadline: float) -> bool:
         """Take the turn (borrowing it if we may), else queue for it and wait; False when
         ``deadline`` passes first."""
-        head = self.w[_HEAD]
+        head = self.w[HEAD]
         if head == 0 or self._may_borrow():
             try:
-                _flock_call(self.fd, _TURN_ON)
+                flock_call(self.fd, TURN_ON)
                 self.hold(head != 0)
                 return True
             except OSError as exc:
@@ -116,9 +116,9 @@ class TurnQueue(SideFile):
             return False
         try:
             self._begin()
-            if self.w[self.rec + _STATE] != WAITING:  # (else queued from an attempt that gave up)
+            if self.w[self.rec + STATE] != WAITING:  # (else queued from an attempt that gave up)
                 self._append_locked(front=False)
-            self.w[_DIRTY] = 0
+            self.w[DIRTY] = 0
         finally:
             self._unlock_mutex()
         return self._wait(deadline)
@@ -126,36 +126,36 @@ class TurnQueue(SideFile):
     def hold(self, borrowed: bool) -> None:
         """We have the turn: count it, and say who holds it (only the holder writes these)."""
         w = self.w
-        self.ticket = self.q[_TICKET_Q] = self.q[_TICKET_Q] + 1
+        self.ticket = self.q[TICKET_Q] = self.q[TICKET_Q] + 1
         if borrowed:
-            w[_HOLDER] = self.me | _BORROWED
-            w[_BORROWS] += 1
+            w[HOLDER] = self.me | BORROWED
+            w[BORROWS] += 1
         else:
-            w[_HOLDER] = self.me
-            w[_GRANTER] = 0  # a new slice: the last one's lending is over
-            w[_SLICE_W] = (time.monotonic_ns() // 1000) & 0xFFFFFFFF
-            waiters = w[_WAITERS]
-            w[self.rec + _SLICE_US] = (max(self.slice_min_us, min(self.slice_us, self.round_us // waiters))
+            w[HOLDER] = self.me
+            w[GRANTER] = 0  # a new slice: the last one's lending is over
+            w[SLICE_W] = (time.monotonic_ns() // 1000) & 0xFFFFFFFF
+            waiters = w[WAITERS]
+            w[self.rec + SLICE_US] = (max(self.slice_min_us, min(self.slice_us, self.round_us // waiters))
                                        if waiters else self.slice_us)
         self.holding = True
 
     def leave(self) -> None:
         w = self.w
         self.left_ns = now = time.monotonic_ns()
-        if w[_HEAD]:
+        if w[HEAD]:
             if self.lends:  # lend the rest of our slice to ourselves: the head defers to it
-                if not w[_HOLDER] & _BORROWED:
-                    w[_GRANTER], w[_BORROWS] = self.me, 0
-                self.q[_RELEASED_Q] = now
+                if not w[HOLDER] & BORROWED:
+                    w[GRANTER], w[BORROWS] = self.me, 0
+                self.q[RELEASED_Q] = now
             else:  # we will not be back within borrow_s: the head has the turn at once
-                w[_GRANTER] = 0
-        w[_HOLDER] = 0
+                w[GRANTER] = 0
+        w[HOLDER] = 0
         self.holding = False
-        _flock_call(self.fd, _TURN_OFF)
+        flock_call(self.fd, TURN_OFF)
         # Read after the release (a kernel lock operation, so ordered after it): anyone who
         # queued and then failed to take the turn from us is seen here. A head deferring to
         # our open slice wakes on its own when the gap ends: no wake-up per borrowed turn.
-        if (head := w[_HEAD]) and not (w[16 * head + _DEFERS] and self._may_borrow()):
+        if (head := w[HEAD]) and not (w[16 * head + DEFERS] and self._may_borrow()):
             self._wake(head)
 
     def abandon(self) -> None:
@@ -164,11 +164,11 @@ class TurnQueue(SideFile):
         if self.holding:
             self.leave()
         else:
-            _flock_call(self.fd, _TURN_OFF)
+            flock_call(self.fd, TURN_OFF)
             self._give_up()
 
     def _may_borrow(self) -> bool:
-        return self.w[_GRANTER] == self.me and self._lent_until() > 0
+        return self.w[GRANTER] == self.me and self._lent_until() > 0
 
     def _lent_until(self) -> int:
         """While the last holder's slice is open (it began less than its length ago, it has
@@ -176,13 +176,13 @@ class TurnQueue(SideFile):
         ``borrow_s`` ago), the monotonic ns when its lending ends; else 0. Read without the
         mutex: a hint, never a lock (flock alone makes turns exclusive)."""
         w = self.w
-        granter = w[_GRANTER]
-        if not granter or w[_BORROWS] >= self.borrow_max:
+        granter = w[GRANTER]
+        if not granter or w[BORROWS] >= self.borrow_max:
             return 0
         now = time.monotonic_ns()
-        if ((now // 1000 - w[_SLICE_W]) & 0xFFFFFFFF) >= (w[16 * granter + _SLICE_US] or self.slice_us):
+        if ((now // 1000 - w[SLICE_W]) & 0xFFFFFFFF) >= (w[16 * granter + SLICE_US] or self.slice_us):
             return 0
-        until = self.q[_RELEASED_Q] + self.borrow_ns
+        until = self.q[RELEASED_Q] + self.borrow_ns
         return until if now < until else 0
 
     def _wait(self, deadline: float) -> bool:
@@ -190,24 +190,24 @@ class TurnQueue(SideFile):
         check_at = time.monotonic() + CHECK_S
         watch: tuple[int, int] | None = None  # (head, since when it has left the turn free)
         while True:
-            seen = w[rec + _WAKE]
-            if w[rec + _STATE] != WAITING:  # passed over while we were away: back to the front
+            seen = w[rec + WAKE]
+            if w[rec + STATE] != WAITING:  # passed over while we were away: back to the front
                 if not self._change(deadline, self._append_locked, True):
                     return self._give_up()
                 continue
             lent_until = 0
-            if w[_HEAD] == me and w[_GRANTER] != me:
+            if w[HEAD] == me and w[GRANTER] != me:
                 lent_until = self._lent_until()
-            w[rec + _DEFERS] = 1 if lent_until else 0  # set before every sleep: never stale
-            if w[_HEAD] == me and not lent_until:
+            w[rec + DEFERS] = 1 if lent_until else 0  # set before every sleep: never stale
+            if w[HEAD] == me and not lent_until:
                 try:
-                    _flock_call(self.fd, _TURN_ON)
+                    flock_call(self.fd, TURN_ON)
                 except OSError as exc:
                     if exc.errno not in (errno.EAGAIN, errno.EACCES):
                         raise
                 else:
                     if not self._change(deadline + GRACE_S, self._unlink_locked, me, IDLE):  # the new head sleeps on
-                        _flock_call(self.fd, _TURN_OFF)  # the mutex's holder is stopped: give up
+                        flock_call(self.fd, TURN_OFF)  # the mutex's holder is stopped: give up
                         return False
                     self.hold(False)
                     return True
@@ -221,7 +221,7 @@ class TurnQueue(SideFile):
             until = min(deadline, check_at)
             if lent_until:  # the releaser may come back for its slice: not before its lending ends
                 until = min(until, now + (lent_until - time.monotonic_ns()) / 1e9)
-            self._futex_wait(rec + _WAKE, seen, max(until - now, 0.0))
+            self._futex_wait(rec + WAKE, seen, max(until - now, 0.0))
 
     def _check(self, deadline: float, watch: tuple[int, int] | None) -> tuple[int, int] | None:
         """The periodic look at the head: remove it if dead; pass it over if it has left
@@ -231,7 +231,7 @@ class TurnQueue(SideFile):
             return watch
         try:
             self._begin()
-            head = self.w[_HEAD]
+            head = self.w[HEAD]
             if head and head != self.me:
                 if not self._alive(head):
                     woken, watch = self._unlink_locked(head, IDLE), None
@@ -243,7 +243,7 @@ class TurnQueue(SideFile):
                         woken, watch = self._unlink_locked(head, PASSED), None
                 else:
                     watch = None
-            self.w[_DIRTY] = 0
+            self.w[DIRTY] = 0
         finally:
             self._unlock_mutex()
         if woken != self.me:
@@ -258,7 +258,7 @@ class TurnQueue(SideFile):
             try:
                 self._begin()
                 woken = self._unlink_locked(self.me, IDLE)
-                self.w[_DIRTY] = 0
+                self.w[DIRTY] = 0
             finally:
                 self._unlock_mutex()
             self._wake(woken)  # the new head: the turn may be free
@@ -269,16 +269,16 @@ class TurnQueue(SideFile):
         if not self._lock_mutex(time.monotonic() + 1.0):
             raise StoreBusy("the admission queue's mutex has been held for a second (a stopped process?)")
         try:
-            holder = w[_HOLDER]
+            holder = w[HOLDER]
             places: list[tuple[int, Literal["holding", "borrowing", "waiting"]]] = []
-            if holder & ~_BORROWED and (self.holding or not self._turn_free()):
-                places.append((w[16 * (holder & ~_BORROWED) + _PID], "borrowing" if holder & _BORROWED else "holding"))
+            if holder & ~BORROWED and (self.holding or not self._turn_free()):
+                places.append((w[16 * (holder & ~BORROWED) + PID], "borrowing" if holder & BORROWED else "holding"))
             self._begin()
-            slot = w[_HEAD]
+            slot = w[HEAD]
             while slot and len(places) <= SLOTS:
-                places.append((w[16 * slot + _PID], "waiting"))
-                slot = w[16 * slot + _NEXT]
-            w[_DIRTY] = 0
+                places.append((w[16 * slot + PID], "waiting"))
+                slot = w[16 * slot + NEXT]
+            w[DIRTY] = 0
             return places
         finally:
             self._unlock_mutex()

@@ -1,6 +1,6 @@
 -- agents-room: the whole data model (schema version 1).
 --
--- Portable SQL only: no pragmas here (they live in sqlite.py). Times are Unix seconds
+-- Portable SQL only: no pragmas here (they live in opening.py). Times are Unix seconds
 -- (REAL) from the store's injectable clock. Lists are JSON text.
 
 -- One agent process. A row is never deleted: leaving or pruning sets left_at and

@@ -8,10 +8,15 @@ import contextlib
 import os
 import time
 
-from .clock import Clock
-from .errors import StoreError
-from .sqlite import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION, WAL_LIMIT_BYTES, _CACHE_KIB, Database, _translate
-from .sqlite import sqlite3  # the C module, without the package's datetime (see sqlite.py)
+from ..clock import Clock
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # annotations only: the hook's news path imports this module
+    from typing import Any
+from ..errors import StoreError
+from ..engines import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION
+from .database import CACHE_KIB, WAL_LIMIT_BYTES, Database, translate
+from .database import sqlite3  # the C module, without the package's datetime (see database.py)
 
 
 def _schema_statements(version: int) -> list[str]:
@@ -31,6 +36,16 @@ def _schema_statements(version: int) -> list[str]:
     if buf.strip():
         raise StoreError(f"migration {version}: trailing incomplete statement")
     return statements
+
+
+def open_location(location: Any, clock: Clock, busy_timeout_s: float, *, verify: bool = True,
+                  create: bool = True) -> Database:
+    """The engine's opener (store/engines.py): the store file ``location`` (a SQLite
+    :class:`~agents_room.store.location.Location`) names, as :func:`open_database` opens it."""
+    if not create and not os.path.exists(location.target):
+        raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
+                         "is created when the first agent joins: check the location if you expected one here")
+    return open_database(location.target, clock, busy_timeout_s, verify=verify, create=create)
 
 
 def open_database(
@@ -117,14 +132,14 @@ def _configure(db: Database, verify: bool = True) -> None:
         # NORMAL in WAL: survives any application crash; a power loss may drop the last
         # commits. FULL would sync every commit at a large cost under many writers.
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute(f"PRAGMA cache_size=-{_CACHE_KIB}")
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")
         conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         conn.execute("PRAGMA foreign_keys=OFF")
         check = conn.execute("PRAGMA quick_check").fetchone()[0] if verify else "ok"
         if check != "ok":
             raise StoreError(f"{db.path} fails quick_check ({check}); refusing to use it")
     except sqlite3.Error as exc:
-        raise _translate(exc, db.path) from exc
+        raise translate(exc, db.path) from exc
 
 
 def _migrate(db: Database) -> None:
@@ -146,7 +161,7 @@ def _migrate(db: Database) -> None:
             for statement in _schema_statements(version):
                 tx.execute(statement)
             if version == 2:  # a SQLite file was one machine's: its sessions ran here (migrate_2.sql)
-                from .hosts import host_id
+                from ..hosts import host_id
 
                 tx.execute("UPDATE sessions SET host = ? WHERE host IS NULL", (host_id(),))
             tx.execute(f"PRAGMA user_version={version}")

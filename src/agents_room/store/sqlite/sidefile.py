@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 
-from .errors import StoreBusy, StoreError
+from ..errors import StoreBusy, StoreError
 
 SLOTS = 1024  # participants at once on one database (each open WriteAdmission is one)
 
@@ -42,21 +42,21 @@ _MAGIC, _VERSION = 0x33515241, 3  # "ARQ3"
 _SIZE = 64 + SLOTS * 64  # a 64-byte header, then one 64-byte record per participant
 # Word indexes into the mapping's ``w`` (32-bit) and ``q`` (64-bit, names ending ``_Q``)
 # views. Header, the queue's fields (changed under the mutex):
-# ``_WAITERS`` counts the queue: a hint for sizing slices, which processes of an older
+# ``WAITERS`` counts the queue: a hint for sizing slices, which processes of an older
 # agents-room (same layout, the word unused) do not keep; it is reset whenever the queue
 # empties, so a count they put off only mis-sizes slices (within their bounds) meanwhile.
-_MAGIC_W, _VERSION_W, _DIRTY, _HEAD, _TAIL, _WAITERS, _SEQ_Q = 0, 1, 2, 3, 4, 5, 3
-# … turn fields (written only by the turn's holder): holder slot (| _BORROWED), turns taken,
+_MAGIC_W, _VERSION_W, DIRTY, HEAD, _TAIL, WAITERS, _SEQ_Q = 0, 1, 2, 3, 4, 5, 3
+# … turn fields (written only by the turn's holder): holder slot (| BORROWED), turns taken,
 # when (µs, modulo 2**32) the holder's slice began, and the lending of the slice: who lent
 # it, borrows since, when the last of its turns was released.
-_HOLDER, _SLICE_W, _TICKET_Q, _GRANTER, _BORROWS, _RELEASED_Q = 8, 9, 5, 12, 13, 7
-_BORROWED = 1 << 31
+HOLDER, SLICE_W, TICKET_Q, GRANTER, BORROWS, RELEASED_Q = 8, 9, 5, 12, 13, 7
+BORROWED = 1 << 31
 # Record of participant i: from word 16 * i (of w) / 8 * i (of q). The futex word, state,
 # links, arrival number, pid, and whether it sleeps only until a lent slice's gap ends (so a
 # releaser lending its slice need not wake it); and, written by the participant while it
 # holds the turn, the length (µs) of the slice it opened last (0 from an older agents-room:
 # the reader's own longest slice then).
-_WAKE, _STATE, _PREV, _NEXT, _RSEQ_Q, _PID, _DEFERS, _SLICE_US = 0, 1, 2, 3, 2, 6, 7, 8
+WAKE, STATE, _PREV, NEXT, _RSEQ_Q, PID, DEFERS, SLICE_US = 0, 1, 2, 3, 2, 6, 7, 8
 _MUTEX, _LIVE = 0, 1 << 20  # OFD lock bytes (locks need no bytes in the file)
 IDLE, WAITING, PASSED = 0, 1, 2
 
@@ -72,7 +72,7 @@ def _byte_lock(kind: int, byte: int) -> bytes:
 if SUPPORTED:
     _fcntl, _SETLK, _GETLK = fcntl.fcntl, fcntl.F_OFD_SETLK, fcntl.F_OFD_GETLK
     _MUTEX_ON, _MUTEX_OFF = _byte_lock(fcntl.F_WRLCK, _MUTEX), _byte_lock(fcntl.F_UNLCK, _MUTEX)
-    _flock_call, _TURN_ON, _TURN_OFF = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
+    flock_call, TURN_ON, TURN_OFF = fcntl.flock, fcntl.LOCK_EX | fcntl.LOCK_NB, fcntl.LOCK_UN
 
 
 class _Futex:
@@ -154,8 +154,8 @@ class SideFile:
                                          f"{w[_VERSION_W]}, magic {w[_MAGIC_W]:#x}; this agents-room uses {_VERSION})")
                 self._begin()
                 woken = self._unlink_locked(self.me, IDLE)  # a dead participant had this slot, maybe queued
-                w[self.rec + _PID] = self.pid
-                w[_DIRTY] = 0
+                w[self.rec + PID] = self.pid
+                w[DIRTY] = 0
             finally:
                 self._unlock_mutex()
             self._wake(woken)
@@ -168,47 +168,47 @@ class SideFile:
     def _begin(self) -> None:
         """Rebuild if a process died mid-change; then mark a change in progress."""
         w = self.w
-        if w[_DIRTY] or (w[_HEAD] == 0) != (w[_TAIL] == 0):
+        if w[DIRTY] or (w[HEAD] == 0) != (w[_TAIL] == 0):
             self._rebuild_locked()
-        w[_DIRTY] = 1
+        w[DIRTY] = 1
 
     def _append_locked(self, front: bool) -> None:
         """Queue this participant at the tail, or (passed over: it was first) behind the head."""
         w, me, rec = self.w, self.me, self.rec
-        head, tail = w[_HEAD], w[_TAIL]
+        head, tail = w[HEAD], w[_TAIL]
         prev = head if front else tail
-        nxt = w[16 * prev + _NEXT] if prev else 0
+        nxt = w[16 * prev + NEXT] if prev else 0
         self.q[_SEQ_Q] += 1
         self.q[8 * me + _RSEQ_Q] = self.q[_SEQ_Q]
-        w[rec + _PREV], w[rec + _NEXT], w[rec + _DEFERS], w[rec + _STATE] = prev, nxt, 0, WAITING
+        w[rec + _PREV], w[rec + NEXT], w[rec + DEFERS], w[rec + STATE] = prev, nxt, 0, WAITING
         if prev:
-            w[16 * prev + _NEXT] = me
+            w[16 * prev + NEXT] = me
         else:
-            w[_HEAD] = me
+            w[HEAD] = me
         if nxt:
             w[16 * nxt + _PREV] = me
         else:
             w[_TAIL] = me
-        w[_WAITERS] = w[_WAITERS] + 1 if head else 1
+        w[WAITERS] = w[WAITERS] + 1 if head else 1
 
     def _unlink_locked(self, slot: int, state: int) -> int:
         """Take ``slot`` out of the queue (if in it) and set its state. Returns the new head
         if ``slot`` was the head (0 otherwise), for the caller to wake after the unlock."""
         w, at = self.w, 16 * slot
-        if w[at + _STATE] != WAITING:
-            w[at + _STATE] = state
+        if w[at + STATE] != WAITING:
+            w[at + STATE] = state
             return 0
-        prev, nxt = w[at + _PREV], w[at + _NEXT]
+        prev, nxt = w[at + _PREV], w[at + NEXT]
         if prev:
-            w[16 * prev + _NEXT] = nxt
+            w[16 * prev + NEXT] = nxt
         else:
-            w[_HEAD] = nxt
+            w[HEAD] = nxt
         if nxt:
             w[16 * nxt + _PREV] = prev
         else:
             w[_TAIL] = prev
-        w[at + _STATE], w[at + _PREV], w[at + _NEXT], w[at + _DEFERS] = state, 0, 0, 0
-        w[_WAITERS] = max(w[_WAITERS] - 1, 0) if w[_HEAD] else 0
+        w[at + STATE], w[at + _PREV], w[at + NEXT], w[at + DEFERS] = state, 0, 0, 0
+        w[WAITERS] = max(w[WAITERS] - 1, 0) if w[HEAD] else 0
         return nxt if prev == 0 else 0
 
     def _rebuild_locked(self) -> None:
@@ -217,18 +217,18 @@ class SideFile:
         w, q = self.w, self.q
         queued = []
         for slot in range(1, SLOTS + 1):
-            state = w[16 * slot + _STATE]
+            state = w[16 * slot + STATE]
             if state == WAITING and self._alive(slot):
                 queued.append((q[8 * slot + _RSEQ_Q], slot))
             elif state != IDLE and not self._alive(slot):
-                w[16 * slot + _STATE] = IDLE
+                w[16 * slot + STATE] = IDLE
         order = [slot for _, slot in sorted(queued)]
         for i, slot in enumerate(order):
             w[16 * slot + _PREV] = order[i - 1] if i else 0
-            w[16 * slot + _NEXT] = order[i + 1] if i + 1 < len(order) else 0
+            w[16 * slot + NEXT] = order[i + 1] if i + 1 < len(order) else 0
         q[_SEQ_Q] = max([q[_SEQ_Q]] + [seq for seq, _ in queued])
-        w[_HEAD], w[_TAIL] = (order[0], order[-1]) if order else (0, 0)
-        w[_WAITERS] = len(order)
+        w[HEAD], w[_TAIL] = (order[0], order[-1]) if order else (0, 0)
+        w[WAITERS] = len(order)
 
     # -- primitives --------------------------------------------------------------------------
 
@@ -255,7 +255,7 @@ class SideFile:
     def _turn_free(self) -> bool:
         """Whether nobody holds the turn, by the holder's word (flock has no query): a
         holder that died has let go of it, whatever its word says."""
-        holder = self.w[_HOLDER] & ~_BORROWED
+        holder = self.w[HOLDER] & ~BORROWED
         return holder == 0 or not self._alive(holder)
 
     def _lock_mutex(self, deadline: float) -> bool:
@@ -288,7 +288,7 @@ class SideFile:
         try:
             self._begin()
             change(*args)
-            self.w[_DIRTY] = 0
+            self.w[DIRTY] = 0
         finally:
             self._unlock_mutex()
         return True
@@ -308,7 +308,7 @@ class SideFile:
         """Wake ``slot``'s owner. The word moves first, so an owner that read it before and
         is only now going to sleep does not sleep through this."""
         if slot:
-            word = 16 * slot + _WAKE
+            word = 16 * slot + WAKE
             self.w[word] = (self.w[word] + 1) & 0xFFFFFFFF
             _futex().wake(self._address(word))
 

@@ -1,9 +1,8 @@
-"""Everything SQLite-specific lives here: opening the file, pragmas, the WAL, locking,
-migrations and the mapping of SQLite's errors onto the store's error tree.
+"""The SQLite engine's connection: its transactions, the WAL's bound, locking and the mapping
+of SQLite's errors onto the store's error tree (opening and migrating: :mod:`.opening`).
 
-The rest of the store speaks to a :class:`Database` through ``read()`` and ``write()``
-transactions and portable SQL, so a server backend (PostgreSQL) is a second module of
-this shape, not a rewrite.
+:class:`Database` and :class:`Tx` have the shape of the engine contract
+(:mod:`agents_room.store.engine`), which is all the rules modules know of them.
 """
 
 from __future__ import annotations
@@ -15,8 +14,9 @@ import stat
 import threading
 
 from .admission import WriteAdmission
-from .clock import Clock
-from .errors import RoomError, StoreBusy, StoreError
+from ..clock import Clock
+from ..engines import SQLITE
+from ..errors import RoomError, StoreBusy, StoreError
 
 try:
     # The module the sqlite3 package wraps, under the package's name: the package adds date
@@ -34,22 +34,22 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
+    from ..mailwait import MailWaiter
+
 
 @functools.cache
 def _compact() -> Callable[[Any], str]:
     """One encoder for every event payload (see .jsontext), made at the process's first event:
     json imports re and enum, milliseconds of the hook's news path, which opens the store
     through this module and seldom writes an event."""
-    from .jsontext import compact_json
+    from ..jsontext import compact_json
 
     return compact_json()
 
 
-SCHEMA_VERSION = 2
-DEFAULT_BUSY_TIMEOUT_S = 5.0
 # The pages one transaction may need beyond the cache before SQLite spills; a 4 MiB
 # page cache keeps the hot tables of a busy store in memory.
-_CACHE_KIB = 4096
+CACHE_KIB = 4096
 # The WAL's size past which a writer restarts it (see Database._bound_wal), checked every
 # _WAL_CHECK_EVERY commits of a connection (a stat of the -wal file, never an open()).
 WAL_LIMIT_BYTES = 64 * 1024 * 1024
@@ -106,7 +106,7 @@ class Tx:
         return cur.lastrowid  # type: ignore[return-value]
 
 
-def _translate(exc: sqlite3.Error, path: str) -> RoomError:
+def translate(exc: sqlite3.Error, path: str) -> RoomError:
     """Map a SQLite error onto the store's tree (definite busy vs. indefinite failure)."""
     name = getattr(exc, "sqlite_errorname", "")
     if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED") or "locked" in str(exc):
@@ -152,7 +152,7 @@ class _Write:
         except BaseException as exc:
             self._let_go()
             if isinstance(exc, sqlite3.Error):
-                raise _translate(exc, db.path) from exc
+                raise translate(exc, db.path) from exc
             raise
         return Tx(db.conn, db.clock.now())
 
@@ -171,7 +171,7 @@ class _Write:
                     with contextlib.suppress(sqlite3.Error):
                         db.conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise _translate(exc, db.path) from exc
+                    raise translate(exc, db.path) from exc
                 if kind is None:
                     raise exc
                 return
@@ -197,6 +197,8 @@ class Database:
     """A connection to the store file. Thread-safe: one lock serialises this process's use
     of the connection (SQLite admits one writer at a time anyway)."""
 
+    engine = SQLITE
+
     def __init__(self, path: str, clock: Clock, busy_timeout_s: float) -> None:
         self.path = path
         self.clock = clock
@@ -211,7 +213,7 @@ class Database:
                 path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
-            raise _translate(exc, path) from exc
+            raise translate(exc, path) from exc
         self._admission: WriteAdmission | None = None  # see admit_fairly
 
     # -- transactions -------------------------------------------------------------------
@@ -290,7 +292,7 @@ class Database:
                 tx = Tx(self.conn, self.clock.now())
                 yield tx
             except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
+                raise translate(exc, self.path) from exc
             finally:
                 if self.conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
@@ -318,6 +320,13 @@ class Database:
         except FileNotFoundError:
             return 0
 
+    def mail_waiter(self, last_seq: Callable[[], int], poll_s: float) -> MailWaiter:
+        """Polled: SQLite cannot tell another process of a commit; every change writes an
+        event, so the newest seq moving is the sign to look (store/mailwait.py)."""
+        from ..mailwait import SeqPoller
+
+        return SeqPoller(last_seq, poll_s)
+
     def health(self) -> dict[str, Any]:
         """What ``agents-room doctor`` prints: mode, version, integrity, counts, WAL size."""
         with self._lock:
@@ -326,7 +335,8 @@ class Database:
                 table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]  # noqa: S608 (fixed names)
                 for table in ("sessions", "memberships", "messages", "deliveries", "leases", "reads", "events")
             }
-            return {
+            found = {
+                "engine": self.engine,
                 "path": str(self.path),
                 "journal_mode": conn.execute("PRAGMA journal_mode").fetchone()[0],
                 "synchronous": {0: "off", 1: "normal", 2: "full", 3: "extra"}[
@@ -339,6 +349,11 @@ class Database:
                 "wal_bytes": self.wal_bytes(),
                 "mode": oct(stat.S_IMODE(os.stat(self.path).st_mode)),
             }
+        shown = [[key, found[key]] for key in ("journal_mode", "synchronous", "schema_version", "quick_check", "mode")]
+        shown.append(["size", f"{found['db_bytes']} bytes, WAL {found['wal_bytes']} bytes"])
+        # Not WAL: another process switched the file out of it, and readers would block writers.
+        healthy = found["quick_check"] == "ok" and str(found["journal_mode"]).lower() == "wal"
+        return {**found, "shown": shown, "healthy": healthy}
 
     def integrity_check(self) -> str:
         with self._lock:

@@ -33,7 +33,7 @@ continued and commits. A queued head that is stopped is passed over.
 SQLite's auto-checkpoint runs inside COMMIT once the log passes 1,000 pages: a store using
 admission turns it off on its connection and runs a PASSIVE checkpoint at the end of one turn
 out of every hundred or so (``ticket``), still inside the turn, so that no writer appends
-to the log meanwhile and the next one can start it over (store/sqlite.py, ``_checkpoint``).
+to the log meanwhile and the next one can start it over (store/sqlite/database.py, ``_checkpoint``).
 
 Never carry an instance across ``fork()`` (the child would share its locks and record).
 Linux only (OFD locks, futex). On other systems, or on a CPU architecture whose futex
@@ -47,7 +47,7 @@ import threading
 import time
 from collections import namedtuple
 
-from .errors import InvalidArgument, StoreBusy
+from ..errors import InvalidArgument, StoreBusy
 from .sidefile import LayoutMismatch
 from .turnqueue import GRACE_S, SUPPORTED, TurnQueue
 

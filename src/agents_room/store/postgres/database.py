@@ -22,36 +22,38 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import psycopg
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("the PostgreSQL backend needs psycopg 3: pip install 'agents-room[postgres]'") from exc
 
-from .clock import Clock
-from .errors import RoomError, StoreBusy, StoreError
-from .jsontext import compact_json
-from .location import Location
+from ..clock import Clock
+from ..engines import POSTGRESQL, SCHEMA_VERSION
+from ..errors import RoomError, StoreBusy, StoreError
+from ..jsontext import compact_json
+from ..location import Location
+from .connection import MAIL_CHANNEL, connect_options, scrub
+
+if TYPE_CHECKING:
+    from ..mailwait import MailWaiter
 
 _COMPACT = compact_json()
-# NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
-MAIL_CHANNEL = "agents_room_mail_"
 
-SCHEMA_VERSION = 2
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
 MIGRATE_LOCK = 0x6167_726F_6F6D_0002
 TABLES = ("sessions", "memberships", "messages", "deliveries", "leases", "reads", "events")
 
-_NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
+NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
 # The lock first, then the time: the subquery (not flattened: OFFSET 0) runs before the
 # outer target list, so the time is read once the lock is held.
-_LOCK_NOW = f"SELECT extract(epoch FROM clock_timestamp())::float8 FROM (SELECT pg_advisory_xact_lock({WRITE_LOCK}) OFFSET 0) l"
+LOCK_NOW = f"SELECT extract(epoch FROM clock_timestamp())::float8 FROM (SELECT pg_advisory_xact_lock({WRITE_LOCK}) OFFSET 0) l"
 _LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
-_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 
 # ? -> %s once per statement text (a literal % doubled first). The rules modules build a
@@ -67,7 +69,7 @@ def _pg(sql: str) -> str:
 
 
 class Tx:
-    """One open transaction (the shape of :class:`.sqlite.Tx`)."""
+    """One open transaction (the engine contract's :class:`agents_room.store.engine.Tx`)."""
 
     __slots__ = ("conn", "now")
 
@@ -110,31 +112,6 @@ class Tx:
         ).fetchone()[0]  # type: ignore[index]
 
 
-def _scrub(text: str, location: Location) -> str:
-    """Never show the password, even where a driver message would repeat the URL."""
-    from urllib.parse import unquote, urlsplit
-
-    with contextlib.suppress(ValueError):
-        secret = urlsplit(location.target).password
-        if secret:
-            text = text.replace(secret, "***").replace(unquote(secret), "***")
-    return text
-
-
-def connect_options(location: Location, busy_timeout_s: float) -> dict[str, Any]:
-    """libpq options for a store connection, those the URL does not set itself: a connect
-    bound, and TCP keepalives with a user timeout, so a host cut off from the server mid-call
-    fails in seconds (``store_error``, then reconnects) instead of TCP's ~15 minutes of
-    retransmission. Ignored on a Unix socket."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    given = conninfo_to_dict(location.target)
-    wanted = {"connect_timeout": max(2, int(busy_timeout_s)), "keepalives": 1, "keepalives_idle": 5,
-              "keepalives_interval": 2, "keepalives_count": 3,
-              "tcp_user_timeout": int(max(4.0, 2 * busy_timeout_s) * 1000)}
-    return {k: v for k, v in wanted.items() if k not in given}
-
-
 def _idle_in_write_ms(busy_timeout_s: float) -> int:
     """How long the server lets a session sit idle inside a transaction before it ends it.
     Our transactions send their statements back to back, so a long gap means a client cut
@@ -143,10 +120,10 @@ def _idle_in_write_ms(busy_timeout_s: float) -> int:
     return int(max(5.0, 2 * busy_timeout_s) * 1000)
 
 
-def _translate(exc: BaseException, location: Location) -> RoomError:
+def translate(exc: BaseException, location: Location) -> RoomError:
     """Map a psycopg error onto the store's tree (definite busy vs. indefinite failure)."""
     state = getattr(exc, "sqlstate", None) or ""
-    words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, location)
+    words = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, location)
     if state in ("55P03", "57014", "40001", "40P01"):  # lock_not_available, query_canceled, serialization, deadlock
         return StoreBusy(f"the write lock on {location} was not had in time; nothing was changed, try again")
     if "delivery_backward" in words or "events_append_only" in words:
@@ -157,7 +134,7 @@ def _translate(exc: BaseException, location: Location) -> RoomError:
 
 
 class _Write:
-    """The context manager of :meth:`Database.write` (a class, as in sqlite.py)."""
+    """The context manager of :meth:`Database.write` (a class, as in store/sqlite/database.py)."""
 
     __slots__ = ("db",)
 
@@ -178,7 +155,7 @@ class _Write:
                     exc = commit_exc
             db._rollback()
             if isinstance(exc, psycopg.Error):
-                raise _translate(exc, db.location) from exc
+                raise translate(exc, db.location) from exc
             if kind is None:
                 raise exc  # type: ignore[misc]
         finally:
@@ -189,7 +166,7 @@ class Database:
     """One connection to the PostgreSQL store. Thread-safe: one lock serialises this
     process's use of the connection."""
 
-    engine = "postgresql"
+    engine = POSTGRESQL
 
     def __init__(self, location: Location, clock: Clock, busy_timeout_s: float) -> None:
         self.location = location
@@ -197,7 +174,7 @@ class Database:
         self.busy_timeout_s = busy_timeout_s
         # An unfixed clock means the server's: one clock for every host (docs/decisions.md).
         self.server_time = not getattr(clock, "fixed", False)
-        self._write_begin = f"{_BEGIN_WRITE}; {_LOCK_NOW if self.server_time else _LOCK}"
+        self._write_begin = f"{BEGIN_WRITE}; {LOCK_NOW if self.server_time else _LOCK}"
         self._lock = threading.RLock()
         self.conn: psycopg.Connection = None  # type: ignore[assignment]
         self._connection()
@@ -221,7 +198,7 @@ class Database:
             conn.execute(f"SET lock_timeout = {wait_ms}; SET statement_timeout = {wait_ms * 4}; "
                          f"SET idle_in_transaction_session_timeout = {_idle_in_write_ms(self.busy_timeout_s)}")
         except psycopg.Error as exc:
-            words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
+            words = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
             raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
         self.conn = conn
         return conn
@@ -247,7 +224,7 @@ class Database:
             self._rollback()
             self._lock.release()
             if isinstance(exc, psycopg.Error):
-                raise _translate(exc, self.location) from exc
+                raise translate(exc, self.location) from exc
             raise
 
     def write(self) -> _Write:
@@ -258,11 +235,11 @@ class Database:
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
         """One read transaction: one snapshot, never blocks writers, never waits for them."""
-        tx = self._begin(f"{_BEGIN_READ}; {_NOW}")
+        tx = self._begin(f"{_BEGIN_READ}; {NOW}")
         try:
             yield tx
         except psycopg.Error as exc:
-            raise _translate(exc, self.location) from exc
+            raise translate(exc, self.location) from exc
         finally:
             self._rollback()  # nothing to commit: a read
             self._lock.release()
@@ -282,10 +259,17 @@ class Database:
         """No local files: the store is the server's."""
         return ()
 
+    def mail_waiter(self, last_seq: Callable[[], int], poll_s: float) -> MailWaiter:
+        """Pushed: LISTEN on a connection of its own, told at the sender's commit on any host
+        (:meth:`Tx.notify_mail`); ``last_seq`` and ``poll_s`` are not needed."""
+        from .listen import Listener
+
+        return Listener(self.location, self.busy_timeout_s)
+
     def health(self) -> dict[str, Any]:
         """What ``agents-room doctor`` prints: engine, server, schema version, counts."""
         with self.read() as tx:
-            return {
+            found = {
                 "engine": self.engine,
                 "path": str(self.location),
                 "server_version": tx.scalar("SHOW server_version"),
@@ -293,12 +277,21 @@ class Database:
                 "quick_check": "ok",
                 "rows": {t: tx.scalar(f"SELECT count(*) FROM {t}") for t in TABLES},  # noqa: S608 (fixed names)
             }
+        shown = [[key, found[key]] for key in ("engine", "server_version", "schema_version")]
+        return {**found, "shown": shown, "healthy": found["quick_check"] == "ok"}
 
     def integrity_check(self) -> str:
         """The server keeps its own pages; what can be checked here is that every event is
         in the table the checker replays, without gaps from a rolled-back writer mid-run."""
         with self.read() as tx:
             return "ok" if tx.scalar("SELECT count(*) FROM agents_room_meta") else "no schema"
+
+
+def open_location(location: Location, clock: Clock, busy_timeout_s: float, *, verify: bool = True,
+                  create: bool = True) -> Database:
+    """The engine's opener (store/engines.py): :func:`open_database`. ``verify`` asks for
+    nothing more here: the server checks its own pages."""
+    return open_database(location, clock, busy_timeout_s, create=create)
 
 
 def open_database(location: Location, clock: Clock, busy_timeout_s: float, *, create: bool = True) -> Database:
@@ -350,16 +343,16 @@ def _migrate(db: Database, create: bool) -> None:
                 if tables:
                     raise StoreError(f"{db.location} holds tables that are not an agents-room store; refusing to "
                                      "touch it (point AGENTS_ROOM_DB at an empty database or schema)")
-                conn.execute(resources.files(__package__).joinpath("schema_pg.sql").read_text())
+                conn.execute(resources.files(__package__).joinpath("schema.sql").read_text())
             # Read again under the lock: another process may have migrated meanwhile.
             current = int(conn.execute("SELECT value FROM agents_room_meta WHERE key = 'schema_version'")
                           .fetchone()[0])  # type: ignore[index]
             for version in range(current + 1, SCHEMA_VERSION + 1):
-                conn.execute(resources.files(__package__).joinpath(f"migrate_pg_{version}.sql").read_text())
+                conn.execute(resources.files(__package__).joinpath(f"migrate_{version}.sql").read_text())
             conn.execute("COMMIT")
         except psycopg.Error as exc:
             db._rollback()
-            raise _translate(exc, db.location) from exc
+            raise translate(exc, db.location) from exc
         except BaseException:
             db._rollback()
             raise

@@ -10,9 +10,9 @@ import contextlib
 
 import psycopg
 
-from .errors import StoreError
-from .location import Location
-from .postgres import MAIL_CHANNEL, _scrub, connect_options
+from ..errors import StoreError
+from ..location import Location
+from .connection import MAIL_CHANNEL, connect_options, scrub
 
 
 class Listener:
@@ -32,7 +32,7 @@ class Listener:
                                             **connect_options(self.location, self.connect_timeout_s))
             except psycopg.Error as exc:
                 raise StoreError(f"cannot connect to PostgreSQL at {self.location} to wait for mail: "
-                                 f"{_scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else '?', self.location)}"
+                                 f"{scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else '?', self.location)}"
                                  ) from exc
             if self.channel:
                 self.conn.execute(f'LISTEN "{self.channel}"')
@@ -78,7 +78,7 @@ class Listener:
                 if self.conn is not None:
                     self.conn.close()
             raise StoreError(f"PostgreSQL at {self.location}: lost the connection waiting for mail: "
-                             f"{_scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else '?', self.location)}"
+                             f"{scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else '?', self.location)}"
                              ) from exc
 
     def close(self) -> None:
