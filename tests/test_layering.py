@@ -63,3 +63,9 @@ def test_importing_the_store_loads_no_engine_and_opening_one_loads_only_it(tmp_p
     opened = loaded_after(f"from agents_room.store import Store; Store.open({str(tmp_path / 'r.db')!r}).close()")
     assert "agents_room.store.sqlite.admission" in opened
     assert not {m for m in opened if m.startswith(("agents_room.store.postgres", "psycopg"))}
+
+
+def test_opening_a_postgresql_store_loads_nothing_of_sqlite(pg_url: str) -> None:
+    opened = loaded_after(f"from agents_room.store import Store; Store.open({pg_url!r}).close()")
+    assert "agents_room.store.postgres.database" in opened
+    assert not {m for m in opened if m.startswith("agents_room.store.sqlite")}
