@@ -53,3 +53,19 @@ def test_importing_the_cli_does_not_load_mcp() -> None:
     loaded = loaded_after("import agents_room.cli")
     assert "agents_room.cli" in loaded
     assert not {m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "pydantic"}}
+
+
+def test_importing_the_store_loads_no_engine_and_opening_one_loads_only_it(tmp_path: Path) -> None:
+    """The rules speak the contract (store/engine.py): an engine is imported when a store of
+    it is opened, so PostgreSQL never loads SQLite's admission queue, nor SQLite psycopg."""
+    engines = ("agents_room.store.sqlite", "agents_room.store.postgres", "psycopg")
+    assert not {m for m in loaded_after("import agents_room.store") if m.startswith(engines)}
+    opened = loaded_after(f"from agents_room.store import Store; Store.open({str(tmp_path / 'r.db')!r}).close()")
+    assert "agents_room.store.sqlite.admission" in opened
+    assert not {m for m in opened if m.startswith(("agents_room.store.postgres", "psycopg"))}
+
+
+def test_opening_a_postgresql_store_loads_nothing_of_sqlite(pg_url: str) -> None:
+    opened = loaded_after(f"from agents_room.store import Store; Store.open({pg_url!r}).close()")
+    assert "agents_room.store.postgres.database" in opened
+    assert not {m for m in opened if m.startswith("agents_room.store.sqlite")}
