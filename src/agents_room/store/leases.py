@@ -20,9 +20,9 @@ _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expir
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
 _LIVE = "l.expires_at > ?"
 # The leases beneath a directory: a range of the primary key (path, session_id), compared
-# byte-wise (SQLite's BINARY; on PostgreSQL the path column is COLLATE "C", so its index
-# holds byte order and the bounds compare in it, whatever the database's collation).
-_BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path >= ? AND l.path < ? AND {_LIVE}"
+# byte-wise ({bytewise}: SQLite's BINARY; PostgreSQL's "C", the path column's own collation,
+# so its index serves the range whatever the database's collation, en_US or ICU).
+_BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} >= ? AND l.path {{bytewise}} < ? AND {_LIVE}"
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ def _holders(tx: Tx, path: str) -> list[Lease]:
     rows = _covering(tx, path)
     if coverage.is_directory(path):
         lo, hi = coverage.subtree_range(path)
-        rows += [r for r in tx.all(_BENEATH, (lo, hi, tx.now)) if r[0] != path]  # (path itself: in the IN list)
+        beneath = tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+        rows += [r for r in beneath if r[0] != path]  # (the path itself is in the IN list)
     return sorted((Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
 
 
