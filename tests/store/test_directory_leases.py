@@ -206,3 +206,77 @@ def test_lease_list_shows_a_directory_lease_once(store: Store, repo: Path, two: 
     store.lease_claim(a, "src/")
     listed = store.lease_list(b)
     assert [(x.path, x.session_id, x.mine) for x in listed] == [(f"{repo}/src/", a, False)]
+
+
+# -- readers: file: selectors, drift ----------------------------------------------------------
+
+
+@pytest.fixture
+def holder(store: Store, join: Callable[..., str]) -> tuple[str, str]:
+    """(sender, the holder of src/api/), in one room."""
+    sender, held = join(label="sender", room="team"), join(label="holder", room="team")
+    assert store.lease_claim(held, "src/api/").ok
+    return sender, held
+
+
+@pytest.mark.parametrize("glob", [
+    "src/api/x.py", "src/api/v1/*.go", "src/api", "src/api/", "api", "src/*", "*/api/*", "*.py",
+])
+def test_a_file_selector_reaches_the_holder_of_a_directory_over_what_it_names(
+    store: Store, repo: Path, holder: tuple[str, str], glob: str
+) -> None:
+    sender, held = holder
+    assert store.msg_send(sender, f"file:{glob}").recipients == [held]
+    if "/" in glob:  # (a bare name is a base name, never an absolute path)
+        assert store.msg_send(sender, f"file:{repo}/{glob}").recipients == [held]  # the absolute form
+
+
+@pytest.mark.parametrize("glob", ["src/apiary.py", "src/ap/x.py", "lib/*", "x.py", "src/api0/x", "src/apix*"])
+def test_a_file_selector_misses_a_directory_it_names_nothing_of(
+    store: Store, holder: tuple[str, str], glob: str
+) -> None:
+    sender, _ = holder
+    sent = store.msg_send(sender, f"file:{glob}")
+    assert sent.recipients == [] and sent.warning
+
+
+def test_drift_is_critical_when_a_directory_over_the_file_was_held_since_the_read(
+    store: Store, repo: Path, join: Callable[..., str]
+) -> None:
+    me, other = join(label="me"), join(label="other")
+    target = repo / "src" / "api" / "x.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("one\n")
+    store.note_read(me, "src/api/x.py")
+    store.lease_claim(other, "src/", ttl_s=5)
+    store.lease_release(other, "src/")
+    target.write_text("two\n")
+    d = store.drift_check(me, "src/api/x.py")
+    assert (d.severity, d.holder) == ("CRITICAL", other)
+
+
+def test_drift_is_critical_when_a_directory_over_the_file_was_held_at_the_read(
+    store: Store, repo: Path, join: Callable[..., str]
+) -> None:
+    me, other = join(label="me"), join(label="other")
+    target = repo / "src" / "x.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("one\n")
+    store.lease_claim(other, "src/")
+    store.note_read(me, "src/x.py")
+    target.write_text("two\n")
+    assert store.drift_check(me, "src/x.py").severity == "CRITICAL"
+
+
+def test_drift_stays_minor_for_a_directory_lease_beside_the_file(
+    store: Store, repo: Path, join: Callable[..., str]
+) -> None:
+    me, other = join(label="me"), join(label="other")
+    target = repo / "src" / "apiary.py"
+    target.parent.mkdir(parents=True)
+    target.write_text("one\n")
+    store.note_read(me, "src/apiary.py")
+    store.lease_claim(other, "src/api/")
+    store.lease_claim(other, "src/apiary.py/")  # a directory of the file's own name covers nothing of it
+    target.write_text("two\n")
+    assert store.drift_check(me, "src/apiary.py").severity == "MINOR"

@@ -43,7 +43,7 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
     "drift_check: baseline": (
         "SELECT hash, read_at, read_seq, held_by_other FROM reads", ("SEARCH reads USING PRIMARY KEY (session_id=? AND path=?)",)),
     "drift_check: lease events since the read": (
-        "SELECT session_id FROM events WHERE path = ", ("SEARCH events USING INDEX events_path (path=? AND seq>?)",)),
+        "SELECT session_id FROM events WHERE path IN (", ("SEARCH events USING INDEX events_path (path=? AND seq>?)",)),
 }
 
 
