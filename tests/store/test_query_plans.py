@@ -26,7 +26,7 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
     "lease_claim: holders of the path and of every directory above it": (
         "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path IN (", ("SEARCH l USING PRIMARY KEY (path=?)",)),
     "lease_claim of a directory: the leases beneath it": (
-        "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path COLLATE BINARY >= ", ("SEARCH l USING PRIMARY KEY (path>? AND path<?)",)),
+        "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path COLLATE BINARY > ", ("SEARCH l USING PRIMARY KEY (path>? AND path<?)",)),
     "lease_release: own lease": (
         "DELETE FROM leases WHERE path = ", ("SEARCH leases USING PRIMARY KEY (path=? AND session_id=?)",)),
     "msg_send: peer lookup": (

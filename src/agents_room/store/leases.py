@@ -22,7 +22,10 @@ _LIVE = "l.expires_at > ?"
 # The leases beneath a directory: a range of the primary key (path, session_id), compared
 # byte-wise ({bytewise}: SQLite's BINARY; PostgreSQL's "C", the path column's own collation,
 # so its index serves the range whatever the database's collation, en_US or ICU).
-_BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} >= ? AND l.path {{bytewise}} < ? AND {_LIVE}"
+_BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} > ? AND l.path {{bytewise}} < ? AND {_LIVE}"
+# A claim needs only the first lease beneath that stands in its way (another session's; for
+# a shared claim, an exclusive one): the scan stops there, whatever else is live.
+_IN_THE_WAY_BENEATH = _BENEATH + " AND l.session_id <> ?{exclusive} ORDER BY l.path LIMIT 1"
 
 
 @dataclass(frozen=True)
@@ -68,9 +71,15 @@ def _holders(tx: Tx, path: str) -> list[Lease]:
     rows = _covering(tx, path)
     if coverage.is_directory(path):
         lo, hi = coverage.subtree_range(path)
-        beneath = tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
-        rows += [r for r in beneath if r[0] != path]  # (the path itself is in the IN list)
+        rows += tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
     return sorted((Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
+
+
+def _first_beneath_in_the_way(tx: Tx, session: Caller, directory: str, mode: str) -> list[Lease]:
+    lo, hi = coverage.subtree_range(directory)
+    only = " AND l.mode = 'exclusive'" if mode == "shared" else ""
+    sql = _IN_THE_WAY_BENEATH.format(bytewise=tx.BYTEWISE, exclusive=only)
+    return [Lease(*r) for r in tx.all(sql, (lo, hi, tx.now, session.id))]
 
 
 def _own(tx: Tx, session: Caller, path: str) -> Lease | None:
@@ -89,24 +98,25 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
     exclusive claims. The holder's own repeated claim extends it (new token); a sole
     shared holder may upgrade to exclusive; an exclusive holder may step down to shared."""
     sweep(tx)
-    holders = _holders(tx, path)
-    mine = None
-    if holders:  # (most claims are of a free path: nothing to weigh)
-        # Only a lease of this very path is re-claimed; the caller's own leases above or
-        # beneath it never stand in its way.
-        mine = next((h for h in holders if h.session_id == session.id and h.path == path), None)
-        others = [h for h in holders if h.session_id != session.id]
-        in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
-        if in_the_way:
-            h = in_the_way[0]
-            who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
-            more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
-            reason = f"{path} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
-            if h.path != path:
-                reason = f"{path} {_relation(h.path, path)} {h.path}, held {h.mode} by {who}{more} until {iso(h.expires_at)}"
-            if mine is not None:
-                reason = f"cannot upgrade to exclusive: {reason}"
-            return Claim(False, h, reason, None)
+    # Two index lookups, never a scan of every lease: the leases covering the path (an IN
+    # list), and for a directory the first lease beneath it in the way (a range).
+    covering = [Lease(*r) for r in _covering(tx, path)]
+    # Only a lease of this very path is re-claimed; the caller's own leases above or
+    # beneath it never stand in its way.
+    mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
+    others = [h for h in covering if h.session_id != session.id]
+    in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
+    if coverage.is_directory(path):
+        in_the_way += _first_beneath_in_the_way(tx, session, path, mode)
+    if in_the_way:
+        h = min(in_the_way, key=lambda x: (x.mode, x.token))
+        who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
+        more = " and others" if len(in_the_way) > 1 else ""
+        where = path if h.path == path else f"{path} {_relation(h.path, path)} {h.path}, which"
+        reason = f"{where} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
+        if mine is not None:
+            reason = f"cannot upgrade to exclusive: {reason}"
+        return Claim(False, h, reason, None)
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
