@@ -16,13 +16,12 @@ Rule ids and groups: ``sim/check/rules.py``; the audit: docs/history.md.
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from typing import Any
 
 from .model import stamp
 from .operation import Op
 from . import oracle_wake
+from .cover import glob_reaches
 from .oracle_leases import on_expire, on_grant, on_release, on_renew
 from .oracle_state import EPS, LEVEL, READ, UNREAD, Hold, Oracle, Sess
 from .rules import GROUPS
@@ -249,11 +248,6 @@ def _autonomy(o: Oracle, ev: Any, op: Op | None) -> None:
 # -- messages -----------------------------------------------------------------------------------------
 
 
-def _matches(pattern: str, path: str, cwd: str | None) -> bool:
-    forms = [path, os.path.basename(path)] + ([os.path.relpath(path, cwd)] if cwd else [])
-    return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
-
-
 def recipients(o: Oracle, sender: str, to: str, at: float) -> tuple[str, set[str]]:
     """The rule and the recipients a selector must resolve to, from the model's state now."""
     me = o.sessions.get(sender)
@@ -265,7 +259,7 @@ def recipients(o: Oracle, sender: str, to: str, at: float) -> tuple[str, set[str
         return "SE2", {sid for sid in peers if to[4:] in o.sessions[sid].tags}
     if to.startswith("file:"):
         return "SE3", {sid for sid in peers if any(
-            _matches(to[5:], path, o.sessions[sid].cwd) for path in o.held_paths.get(sid, ())
+            glob_reaches(to[5:], path, o.sessions[sid].cwd) for path in o.held_paths.get(sid, ())
             if o.leases[path][sid].expires_at > at)}
     target = o.sessions.get(to)
     return "SE4", {to} if target is not None and target.live else set()

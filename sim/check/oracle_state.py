@@ -55,6 +55,8 @@ class Oracle:
     unread: dict[str, set[int]] = field(default_factory=lambda: defaultdict(set))
     # timelines for the reads: (at, snapshot) in seq order
     lease_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=lambda: defaultdict(list))
+    # per path claimed or checked: the timelines of every path contending with it, merged (oracle_reads)
+    contending_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=dict)
     unread_tl: dict[str, list[tuple[int, frozenset[int]]]] = field(default_factory=lambda: defaultdict(list))
     member_tl: list[tuple[int, dict[str, frozenset[str]]]] = field(default_factory=list)
     pair_tl: dict[tuple[int, str], list[tuple[int, str]]] = field(default_factory=lambda: defaultdict(list))

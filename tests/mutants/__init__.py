@@ -125,6 +125,12 @@ ORACLE_MUTANTS = (
     _rule("history_oldest_page", ("read-answers",)),
     _rule("sent_pending_counts_read", ("read-answers",)),
     _rule("drift_ignores_later_grants", ("drift-truth",), scenario=REGRESSION),
+    # directory leases (store/coverage.py), each in the default run: the oracle's own coverage rule (sim/check/cover.py)
+    _rule("prefix_no_boundary", ("lease-rules",), LEASE_ALL, ci=True),
+    _rule("directory_one_way", ("lease-exclusive",), LEASE_ALL, ci=True),
+    _rule("sweep_skips_directories", ("lease-ttl",), LEASE_ALL, ci=True),
+    _rule("file_ignores_directories", ("selectors",), ci=True),
+    _rule("drift_ignores_directories", ("drift-truth",), LEASE_ALL, scenario=REGRESSION, ci=True),
     # the rules that had a check and no mutant of their own (docs/history.md's audit)
     _rule("leave_room_clears_all", ("sessions",), ("selectors", "read-answers", "autonomy")),
     _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order"), ci=True),
