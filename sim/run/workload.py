@@ -282,7 +282,11 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return Op("lease_renew", {"path": path, **_ttl(w, rng)})
     if choice == "edit":
         writable = _writable(w, files, known)
-        if not writable:
+        if not writable:  # a lease to write under first: a file's, or (as often as refactors are drawn) a directory's
+            weights = w.weights()
+            refactors = weights.get("refactor", 0)
+            if refactors and rng.random() < refactors / (refactors + weights.get("lease_claim", 0)):
+                return _refactor(w, files, known, rng)
             return _claim(w, files, known, rng, mode="exclusive")
         path, lease = rng.choice(writable)
         return Op("edit", {"path": path, "under": lease})
