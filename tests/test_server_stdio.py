@@ -105,3 +105,34 @@ async def test_every_tool_and_coded_errors_over_stdio(tmp_path: Path, repo: Path
         assert gone.is_error and gone.content[0].text.startswith(f"unknown_session: session {t} left at ")
         held = await c.call_tool("lease_release", {"session_id": s, "path": "README.md"})
         assert held.is_error and held.content[0].text.startswith("lease_not_held: ")
+
+
+async def test_directory_leases_over_stdio(tmp_path: Path, repo: Path) -> None:
+    """A directory claim denied by a file lease beneath it and a file claim denied by a
+    directory lease over it, both ways; `file:` reaching the holder of the directory."""
+    db = tmp_path / "room.db"
+    (repo / "src" / "api").mkdir(parents=True)
+    async with Client(agent(db, repo)) as a, Client(agent(db, repo)) as b:
+        sa = (await ok(a, "room_join", room="team:x", label="refactor"))["session_id"]
+        sb = (await ok(b, "room_join", room="team:x", label="fixer"))["session_id"]
+
+        granted = await ok(a, "lease_claim", session_id=sa, path="src/api")  # an existing directory
+        assert granted["ok"] and granted["lease"]["path"] == f"{repo}/src/api/"
+        denied = await ok(b, "lease_claim", session_id=sb, path="src/api/v1/x.py")
+        assert denied["ok"] is False and denied["holder"]["session_id"] == sa
+        assert denied["holder"]["path"] == f"{repo}/src/api/" and "refactor" in denied["reason"]
+        assert (await ok(b, "lease_claim", session_id=sb, path="src/apiary.py"))["ok"]  # beside, not beneath
+        check = await ok(b, "lease_check", session_id=sb, path="src/api/v1/x.py")
+        assert check["free"] is False and check["lease"]["path"] == f"{repo}/src/api/"
+        sent = await ok(b, "msg_send", session_id=sb, to="file:src/api/v1/x.py", subject="may I?")
+        assert sent["recipients"] == [sa]
+
+        await ok(a, "lease_release", session_id=sa, path="src/api/")
+        await ok(b, "lease_release", session_id=sb, path="src/apiary.py")
+        assert (await ok(b, "lease_claim", session_id=sb, path="src/api/v1/x.py", mode="shared"))["ok"]
+        denied = await ok(a, "lease_claim", session_id=sa, path="src/")
+        assert denied["ok"] is False and denied["holder"]["path"] == f"{repo}/src/api/v1/x.py"
+        assert denied["holder"]["session_id"] == sb
+        assert (await ok(a, "lease_claim", session_id=sa, path="src/", mode="shared"))["ok"]  # shared meets shared
+        listed = {(x["path"], x["session_id"]) for x in (await ok(a, "lease_list", session_id=sa))["leases"]}
+        assert (f"{repo}/src/", sa) in listed

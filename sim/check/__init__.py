@@ -2,6 +2,7 @@
 merged), the store's events and ``PRAGMA integrity_check``; output: the verdict (``valid``,
 ``invalid``, ``unknown``) with every violation. Invariants: docs/history.md.
 
+- ``cover``: which lease covers which path (directory leases), by the checker's own rule;
 - ``history``: the history file format (written by the agents, read here);
 - ``operation``: records paired into operations; ``model``: the lease and delivery model;
 - ``replay``: the events through the model; ``crosscheck``: history against events;

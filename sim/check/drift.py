@@ -8,7 +8,7 @@ baseline (the session's latest note_read before the check):
 - ``SAFE`` is wrong when an edit surely landed between the baseline's hash and the check;
 - ``MINOR`` or ``CRITICAL`` (changed) are wrong when no edit could have landed in between;
 - ``CRITICAL`` is wrong when no other session held the path at the read, nor was granted or
-  renewed it before the check could have looked;
+  renewed it before the check could have looked (a lease of a directory over the path counts);
 - ``MINOR`` is wrong when another session held it at the read, or surely got a grant or
   renewal between the read and the check.
 
@@ -22,6 +22,7 @@ import bisect
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .cover import above
 from .model import Problem, stamp
 from .operation import Op, normal_path
 from .replay import Replay
@@ -55,7 +56,7 @@ def check_drift(rep: Replay, ops: list[Op], owner: dict[int, Op], slack: float) 
             (edits if op.outcome == "ok" and op.end is not None else unsure)[path].append(op)
     longest = {p: max(o.end - o.start for o in es) for p, es in edits.items()}  # type: ignore[operator]
     starts = {p: [o.start for o in es] for p, es in edits.items()}
-    grant_seqs = {p: [g.seq for g in gs] for p, gs in rep.grants.items()}
+    covering: dict[str, list] = {}  # a file's grants and those of every directory over it, by seq
     problems: list[Problem] = []
     checked = 0
     for op in ops:
@@ -76,8 +77,11 @@ def check_drift(rep: Replay, ops: list[Op], owner: dict[int, Op], slack: float) 
         held_then = rep.held_at_read.get(read_seq)
 
         may_other = must_other = None
-        grants = rep.grants.get(path, [])
-        for k in range(bisect.bisect_right(grant_seqs.get(path, []), read_seq), len(grants)):
+        if path not in covering:
+            found = sorted((g for p in (path, *above(path)) for g in rep.grants.get(p, ())), key=lambda g: g.seq)
+            covering[path] = [found, [g.seq for g in found]]
+        grants, seqs = covering[path]
+        for k in range(bisect.bisect_right(seqs, read_seq), len(grants)):
             g = grants[k]
             if g.at > end + slack:
                 break

@@ -48,7 +48,9 @@ def normal_path(args: Any) -> str | None:
     if not isinstance(p, str):
         return None
     if p.startswith("/") and ("/." in p or "//" in p or p.endswith("/")):
-        return os.path.normpath(p)
+        normal = os.path.normpath(p)
+        # a trailing "/" names a directory lease: the store keeps it (one "/", never on the root twice)
+        return normal + "/" if p.endswith("/") and normal != "/" else normal
     return p
 
 

@@ -4,11 +4,10 @@ and delivery events, judged against the model's :class:`Mail`, which this module
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from typing import Any
 
 from . import oracle_wake
+from .cover import glob_reaches
 from .model import stamp
 from .operation import Op
 from .oracle_state import EPS, READ, UNREAD, Oracle
@@ -19,11 +18,6 @@ def prepare(o: Oracle, ops: list[Op]) -> None:
     for op in ops:
         if op.f == "msg_ack" and op.outcome != "fail":
             o.mail.acks[(op.session, op.args.get("message_id"))].append(op)
-
-
-def _matches(pattern: str, path: str, cwd: str | None) -> bool:
-    forms = [path, os.path.basename(path)] + ([os.path.relpath(path, cwd)] if cwd else [])
-    return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
 
 
 def recipients(o: Oracle, sender: str, to: str, at: float) -> tuple[str, set[str]]:
@@ -37,7 +31,7 @@ def recipients(o: Oracle, sender: str, to: str, at: float) -> tuple[str, set[str
         return "SE2", {sid for sid in peers if to[4:] in o.rooms.sessions[sid].tags}
     if to.startswith("file:"):
         return "SE3", {sid for sid in peers if any(
-            _matches(to[5:], path, o.rooms.sessions[sid].cwd) for path in o.lease.held_paths.get(sid, ())
+            glob_reaches(to[5:], path, o.rooms.sessions[sid].cwd) for path in o.lease.held_paths.get(sid, ())
             if o.lease.leases[path][sid].expires_at > at)}
     target = o.rooms.sessions.get(to)
     return "SE4", {to} if target is not None and target.live else set()

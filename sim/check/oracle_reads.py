@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .cover import contend
 from .model import Problem
 from .operation import Op
 from .oracle_state import UNREAD, Hold, Oracle
@@ -34,6 +35,26 @@ def _live(holds: tuple[Hold, ...], t: float) -> tuple[Hold, ...]:
 def _lease_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold, ...]]:
     return [_live(holds, t) for holds, a, b in _window(o, o.lease.lease_tl.get(path, []), lo, hi, NOTHING)
             for t in _moments(holds, a, b)]
+
+
+def _contending_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold, ...]]:
+    """As :func:`_lease_states`, over every lease that contends with one of ``path``: its own,
+    those of directories over it and, for a directory, those beneath it (docs/decisions.md)."""
+    tl = o.lease.contending_tl.get(path)
+    if tl is None:  # built once per path, after the replay (the window cache keys on the list)
+        paths = [p for p in o.lease.lease_tl if contend(p, path)]
+        tl = list(o.lease.lease_tl.get(path, [])) if paths in ([], [path]) else []
+        if not tl:
+            now: dict[str, tuple[Hold, ...]] = {}
+            for seq, p, holds in sorted((seq, p, holds) for p in paths for seq, holds in o.lease.lease_tl[p]):
+                now[p] = holds
+                union = tuple(h for hs in now.values() for h in hs)
+                if tl and tl[-1][0] == seq:  # (a leave releases several paths in one event)
+                    tl[-1] = (seq, union)
+                else:
+                    tl.append((seq, union))
+        o.lease.contending_tl[path] = tl
+    return [_live(holds, t) for holds, a, b in _window(o, tl, lo, hi, NOTHING) for t in _moments(holds, a, b)]
 
 
 _EMPTY: list[Any] = []
@@ -71,7 +92,7 @@ def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     mode = op.args.get("mode") or "exclusive"
     named = (op.result or {}).get("holder")
     conflict = False
-    for holds in _lease_states(o, op.path, lo, hi):
+    for holds in _contending_states(o, op.path, lo, hi):
         in_the_way = {h.session for h in holds if h.session != op.session and (mode == "exclusive" or h.mode == "exclusive")}
         if named is None or named in in_the_way:
             return None
@@ -231,7 +252,7 @@ def _lease_check(o: Oracle, op: Op, lo: float, hi: float) -> Found:
     o.checked["read-answers"] += 1
     got = {(s, m) for s, m in (op.result or {}).get("holders") or ()}
     free = (op.result or {}).get("free")
-    states = [_holders(h) for h in _lease_states(o, op.path, lo, hi)]
+    states = [_holders(h) for h in _contending_states(o, op.path, lo, hi)]
     if any(got == want and free == (not want) for want in states):
         return None
     return ("RD3", f"answered free={free}, holders {sorted(got)}; the model's live holders of {op.path} in its window "

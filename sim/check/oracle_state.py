@@ -86,6 +86,9 @@ class Leases:
     leases: dict[str, dict[str, Hold]] = field(default_factory=lambda: defaultdict(dict))
     held_paths: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     lease_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=lambda: defaultdict(list))
+    # per path claimed or checked: the timelines of every path contending with it, merged; a cache
+    # sim/check/oracle_reads.py builds once per path after the replay
+    contending_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=dict)
 
 
 @dataclass

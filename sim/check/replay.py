@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from .cover import above, covers, is_dir
 from .model import LeaseState, Problem, delivery_step, lease_init, lease_step, live_holders, stamp
 
 LEASE_KINDS = frozenset({"lease_grant", "lease_renew", "lease_release", "lease_expire"})
@@ -81,9 +82,8 @@ def replay(events: list[Any]) -> Replay:
             _send(out, seq, at, sid, payload)
         elif kind == "delivery":
             _delivery(out, seq, at, sid, payload)
-        elif kind == "note_read":
-            state = out.leases.get(path)
-            others = live_holders(state, at, but=sid) if state else []
+        elif kind == "note_read":  # a lease of the file, or of a directory over it
+            others = [h for p in (path, *above(path)) if p in out.leases for h in live_holders(out.leases[p], at, but=sid)]
             out.held_at_read[seq] = others[0].session if others else None
             out.reads[(sid, path)].append((at, seq))
         elif kind == "leave":
@@ -94,6 +94,8 @@ def replay(events: list[Any]) -> Replay:
 def _lease(out: Replay, tokens: dict[int, int], ev: Any) -> None:
     seq, at, kind, sid, path, payload = ev.seq, ev.at, ev.kind, ev.session_id, ev.path, ev.payload
     state = out.leases.get(path) or lease_init()
+    if kind == "lease_grant":
+        out.problems.extend(_covered(out, ev))
     out.leases[path], problems = lease_step(state, ev)
     out.problems.extend(problems)
     if kind in ("lease_grant", "lease_renew"):
@@ -109,6 +111,28 @@ def _lease(out: Replay, tokens: dict[int, int], ev: Any) -> None:
             out.grants[path].append(Grant(seq, at, sid, token, kind))
     else:
         out.checked["lease-release-held"] += 1
+
+
+def _covered(out: Replay, ev: Any) -> list[Problem]:
+    """lease-exclusive across paths: a grant contends with the live leases of the directories
+    above its path and, for a directory, of every path beneath it (each path's own holders
+    are :func:`lease_step`'s)."""
+    path, mode, sid, at = ev.path, ev.payload.get("mode"), ev.session_id, ev.at
+    related = [p for p in above(path) if p in out.leases]
+    if is_dir(path):
+        related += [p for p in out.leases if p != path and covers(path, p)]
+    problems = []
+    for other in related:
+        for h in live_holders(out.leases[other], at, but=sid):
+            if mode == "exclusive" or h.mode == "exclusive":
+                how = "beneath" if covers(other, path) else "over"
+                problems.append(Problem("lease-exclusive", (
+                    f"{path}: session {sid} was granted {mode} (token {ev.payload.get('token')}, seq {ev.seq}, at "
+                    f"{stamp(at)}) {how} {other}, held {h.mode} by session {h.session} (token {h.token}, seq {h.seq}, "
+                    f"until {stamp(h.expires_at)})"),
+                    {"path": path, "session": sid, "seq": ev.seq, "at": at, "mode": mode, "other_path": other,
+                     "other_session": h.session, "other_mode": h.mode, "other_token": h.token, "other_seq": h.seq}))
+    return problems
 
 
 def _send(out: Replay, seq: int, at: float, sid: str, payload: dict[str, Any]) -> None:

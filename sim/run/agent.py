@@ -190,8 +190,8 @@ class Agent:
             args["subject"] = tag
             if self.w.body_bytes:
                 args["body"] = workload.body(self.w.body_bytes, tag)
-        if op.f == "edit":
-            args["token"] = self.known.held[args["path"]].token
+        if op.f == "edit":  # under its own lease, or under a directory lease over it
+            args["token"] = self.known.held[args.pop("under", args["path"])].token
             self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
         if op.kind == "stale" and op.args["path"] in self.known.held:
             self._sleep_past(self.known.held[op.args["path"]].expires_at)

@@ -107,6 +107,42 @@ def _claim(w: Workload, files: Files, known: Known, rng: random.Random, mode: st
     return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode})
 
 
+def directories(files: Files) -> tuple[str, ...]:
+    """The directories a refactor claims (always written with the trailing ``/``): the repo's
+    ``src/`` (over every file), the repo itself, and a new package named like the modules'
+    common prefix (``src/mod_0/``: nothing beneath it yet, while ``src/mod_00.py`` beside it
+    shares its name up to the ``/``: a prefix that is not a parent)."""
+    if not files.paths:
+        return ()
+    src, base = files.paths[0].rsplit("/", 1)
+    stem = base.rsplit(".", 1)[0]
+    return (src + "/", src.rsplit("/", 1)[0] + "/", f"{src}/{stem[:-1] or stem}/")
+
+
+def _refactor(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
+    """A directory claim: a refactor takes ``src/`` (most often), the whole repo, or a new package."""
+    if len(known.held) >= w.max_held:
+        return _release(known, rng)
+    src, repo, package = directories(files)
+    path = rng.choices((src, repo, package), (0.5, 0.2, 0.3))[0]
+    mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
+    return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode}, "directory")
+
+
+def _writable(w: Workload, files: Files, known: Known) -> list[tuple[str, str]]:
+    """(file, the lease it is written under): files held exclusive, and files beneath a
+    directory held exclusive, with time left on the lease."""
+    out = []
+    for path, h in sorted(known.held.items()):
+        if h.mode != "exclusive" or h.expires_at - known.now <= w.edit_margin_s:
+            continue
+        if path.endswith("/"):
+            out += [(f, path) for f in files.paths if f.startswith(path)]
+        else:
+            out.append((path, path))
+    return out
+
+
 def _ttl(w: Workload, rng: random.Random) -> dict[str, Any]:
     """A lease call's ttl_s drawn from ``lease_ttl_s``; a 0 leaves it out (the store's default:
     600 s for a claim, the lease's own for a renewal)."""
@@ -235,6 +271,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
     choice = rng.choices(names, weights)[0]
     if choice == "lease_claim":
         return _claim(w, files, known, rng)
+    if choice == "refactor":
+        return _refactor(w, files, known, rng)
     if choice in ("lease_renew", "lease_release"):
         if not known.held:
             return _claim(w, files, known, rng)
@@ -243,11 +281,15 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         path = rng.choice(sorted(known.held))
         return Op("lease_renew", {"path": path, **_ttl(w, rng)})
     if choice == "edit":
-        writable = sorted(p for p, h in known.held.items()
-                          if h.mode == "exclusive" and h.expires_at - known.now > w.edit_margin_s)
-        if not writable:
+        writable = _writable(w, files, known)
+        if not writable:  # a lease to write under first: a file's, or (as often as refactors are drawn) a directory's
+            weights = w.weights()
+            refactors = weights.get("refactor", 0)
+            if refactors and rng.random() < refactors / (refactors + weights.get("lease_claim", 0)):
+                return _refactor(w, files, known, rng)
             return _claim(w, files, known, rng, mode="exclusive")
-        return Op("edit", {"path": rng.choice(writable)})
+        path, lease = rng.choice(writable)
+        return Op("edit", {"path": path, "under": lease})
     if choice.startswith("send_"):
         return _send(choice.removeprefix("send_"), w, files, known, rng)
     if choice == "msg_recv":

@@ -157,3 +157,27 @@ async def test_a_wrong_token_is_refused_and_the_right_one_lets_the_page_live(
     assert landed.status == 200 and page.url == url  # the token left the address bar
     await expect(page.locator("#members .label")).to_have_text("someone", timeout=SEEN_S * 1000)
     await expect(page.locator("#status")).to_have_attribute("data-state", "live")
+
+
+async def test_a_directory_lease_shows_as_one_row_marked_as_a_directory(
+    tmp_path: Path, repo: Path, dashboard: Callable[..., str], page: Any
+) -> None:
+    from playwright.async_api import expect
+
+    db = tmp_path / "room.db"
+    Store.open(db).close()
+    (repo / "src" / "api").mkdir(parents=True)
+    (repo / "src" / "api" / "x.py").write_text("x = 1\n")
+    await page.goto(dashboard(db))
+    async with Client(agent(db, repo)) as client:
+        me = (await ok(client, "room_join", label="refactor"))["session_id"]
+        assert (await ok(client, "lease_claim", session_id=me, path="src/api", ttl_s=120))["ok"]
+        await ok(client, "lease_claim", session_id=me, path="README.md", ttl_s=120)
+        row = page.locator(f'#leases tr[data-path="{repo}/src/api/"]')
+        await expect(row).to_be_visible(timeout=SEEN_S * 1000)
+        await expect(row).to_have_attribute("data-directory", "1")
+        await expect(row.locator('.badge[data-kind="directory"]')).to_have_text("dir")
+        await expect(row.locator(".path")).to_contain_text("api/")
+        await expect(page.locator("#leases tr")).to_have_count(2)
+        await expect(page.locator('#leases tr[data-directory="1"]')).to_have_count(1)
+    assert page.ran == []

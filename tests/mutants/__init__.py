@@ -18,6 +18,7 @@ SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
 REGRESSION = SCENARIOS / "regression.toml"
 ORACLE = SCENARIOS / "oracle.toml"
 WAKE = SCENARIOS / "wake.toml"
+REFACTOR = SCENARIOS / "refactor.toml"
 
 # A broken lease store may also answer drift checks wrongly (they are judged against who held
 # the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
@@ -125,6 +126,14 @@ ORACLE_MUTANTS = (
     _rule("history_oldest_page", ("read-answers",)),
     _rule("sent_pending_counts_read", ("read-answers",)),
     _rule("drift_ignores_later_grants", ("drift-truth",), scenario=REGRESSION),
+    # directory leases (store/coverage.py), each in the default run: the oracle's own coverage rule (sim/check/cover.py)
+    _rule("prefix_no_boundary", ("lease-rules",), LEASE_ALL, ci=True),
+    _rule("directory_one_way", ("lease-exclusive",), LEASE_ALL, ci=True),
+    # (an expired directory lease left in place is renewed or released by its holder: refactor.toml's short leases)
+    _rule("sweep_skips_directories", ("lease-release-held",), LEASE_ALL, scenario=REFACTOR, ci=True),
+    _rule("file_ignores_directories", ("selectors",), ci=True),
+    # (a file edited under another's directory lease between a read and its check: refactor.toml)
+    _rule("drift_ignores_directories", ("drift-truth",), LEASE_ALL, scenario=REFACTOR, ci=True),
     # the rules that had a check and no mutant of their own (docs/history.md's audit)
     _rule("leave_room_clears_all", ("sessions",), ("selectors", "read-answers", "autonomy")),
     _rule("departed_session_acts", ("sessions",), ("selectors", "read-answers", "expiry", "recv-order"), ci=True),

@@ -35,8 +35,9 @@ def _grant(tx: Tx, me: Any, path: str, ttl: float, mode: str, mine: Lease | None
     return Claim(True, lease, "granted", lease)
 
 
-def _in_the_way(holders: list[Lease], me: str, mode: str) -> tuple[Lease | None, list[Lease]]:
-    mine = next((h for h in holders if h.session_id == me), None)
+def _in_the_way(holders: list[Lease], me: str, mode: str, path: str) -> tuple[Lease | None, list[Lease]]:
+    # (holders: every lease over or beneath the path; only a lease of the path itself is re-claimed)
+    mine = next((h for h in holders if h.session_id == me and h.path == path), None)
     others = [h for h in holders if h.session_id != me]
     return mine, (others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"])
 
@@ -52,14 +53,16 @@ class CheckThenAct(Store):
     def lease_claim(self, session_id: Any, path: Any, ttl_s: Any = None, mode: Any = None) -> Claim:
         ttl = bounds.lease_ttl(ttl_s)
         mode = "exclusive" if mode is None else bounds.mode(mode)
+        with self.db.read() as tx:
+            where = bounds.lease_path(path, self._session(tx, session_id, touch=False).cwd)
         state = self.lease_check(session_id, path)
-        mine, in_the_way = _in_the_way(state.holders, str(session_id), mode)
+        mine, in_the_way = _in_the_way(state.holders, str(session_id), mode, where)
         if in_the_way:
-            return _deny(str(path), in_the_way[0])
+            return _deny(where, in_the_way[0])
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             leases.sweep(tx)
-            return _grant(tx, me, bounds.path(path, me.cwd), ttl, mode, mine)
+            return _grant(tx, me, where, ttl, mode, mine)
 
 
 def check_then_act(db: Path, busy_timeout_s: float) -> Store:
@@ -137,8 +140,8 @@ class DeferredBegin(Store):
         mode = "exclusive" if mode is None else bounds.mode(mode)
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=False)
-            where = bounds.path(path, me.cwd)
-            mine, in_the_way = _in_the_way(leases.check(tx, where), me.id, mode)
+            where = bounds.lease_path(path, me.cwd)
+            mine, in_the_way = _in_the_way(leases.check(tx, where), me.id, mode, where)
             if in_the_way:
                 return _deny(where, in_the_way[0])
             leases.sweep(tx)  # the first write: the upgrade to the write lock happens here

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agents_room.store import Store, bounds, leases, messages, reads, rooms, sessions, wake
+from agents_room.store import Store, bounds, coverage, leases, messages, reads, rooms, sessions, wake
 from agents_room.store.messages import Message
 
 from .mutation import rewrite
@@ -53,12 +53,12 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "tag_compared_as_range": ("SE2", messages, "resolve_selector", '"SELECT session_id FROM session_tags WHERE tag = ?"',
                               '"SELECT session_id FROM session_tags WHERE tag >= ?"',
                               "tag:<t> compares tags with >=, reaching peers whose tag sorts after t"),
-    "file_no_relative": ("SE3", messages, "_file_matches",
-                         "forms = [path, os.path.relpath(path, holder_cwd), os.path.basename(path)]",
-                         "forms = [path, os.path.basename(path)]",
+    "file_no_relative": ("SE3", coverage, "glob_reaches",
+                         "forms = [lease, os.path.relpath(lease, holder_cwd), os.path.basename(lease)]",
+                         "forms = [lease, os.path.basename(lease)]",
                          "file:<glob> forgets the holder-relative form of the leased path"),
-    "file_relative_to_sender": ("SE3", messages, "resolve_selector", "_file_matches(pattern, path, cwd)",
-                                "_file_matches(pattern, path, sender.cwd)",
+    "file_relative_to_sender": ("SE3", messages, "resolve_selector", "coverage.glob_reaches(pattern, path, cwd)",
+                                "coverage.glob_reaches(pattern, path, sender.cwd)",
                                 "file:<glob> takes the leased path relative to the sender's cwd, not the holder's"),
     "departed_recipient": ("SE4", messages, "resolve_selector",
                            '"SELECT 1 FROM sessions WHERE id = ? AND left_at IS NULL"',
@@ -102,7 +102,8 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
                                  'if autonomy == "wake" or not lever else "stored"',
                                  "a delivery starts undeliverable when its recipient is at wake or has no wake lever"),
     # -- leases
-    "denial_names_first_holder": ("LR5", leases, "claim", "h = in_the_way[0]", "h = holders[0]",
+    "denial_names_first_holder": ("LR5", leases, "claim", "h = min(in_the_way, key=lambda x: (x.mode, x.token))",
+                                  "h = min(covering, key=lambda x: (x.mode, x.token))",
                                   "a denied claim names the path's first holder, not one in its way"),
     "claim_keeps_exclusive": ("LT4", leases, "claim", "token = _next_token(tx)",
                               'mode = "exclusive" if mine is not None and mine.mode == "exclusive" else mode\n'
@@ -255,6 +256,25 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "confirm_by_created": ("WK4", wake, "confirm_by_activity", "s.last_seen > d.offered_at",
                            "s.last_seen > d.created_at",
                            "a turn is proved by a tool call after the delivery was made, not after its signal"),
+    # -- directory leases (store/coverage.py)
+    "prefix_no_boundary": ("LR1", leases, "_first_beneath_in_the_way", "lo, hi = coverage.subtree_range(directory)",
+                           'lo, hi = directory[:-1], directory[:-1] + "\\U0010ffff"',
+                           "a directory claim finds the leases beneath it by string prefix, without the component "
+                           "boundary: src/mod_0/ is held up by src/mod_00.py"),
+    "directory_one_way": ("lease-exclusive", leases, "claim", "in_the_way += _first_beneath_in_the_way(tx, session, path, mode)",
+                          "in_the_way += []",
+                          "coverage one way only: a file claim sees a directory lease over it, a directory claim "
+                          "never looks at the leases beneath it"),
+    "sweep_skips_directories": ("LT5", leases, "sweep", '"DELETE FROM leases WHERE expires_at <= ? RETURNING',
+                                "\"DELETE FROM leases WHERE expires_at <= ? AND path NOT LIKE '%/' RETURNING",
+                                "the expiry sweep forgets directory leases: an expired one stays, with no lease_expire"),
+    "file_ignores_directories": ("SE3", coverage, "glob_reaches", "if not is_directory(lease):", "if True:",
+                                 "file:<glob> matches a directory lease as if it were a file: the holder of src/ is "
+                                 "not reached by file:src/mod_00.py"),
+    "drift_ignores_directories": ("drift", reads, "drift_check",
+                                  "cover = coverage.covering_paths(path)  # the events index (path, seq): one range per entry",
+                                  "cover = [path]",
+                                  "drift_check looks for lease events of the file alone, never of a directory over it"),
     # -- drift
     "drift_ignores_later_grants": ("drift", reads, "drift_check", "holder = held_then or tx.scalar(",
                                    "holder = held_then and tx.scalar(",

@@ -24,8 +24,10 @@ WORKERS = 6
 GRANTS = 100  # at least, in all
 SECONDS = 3.0
 PATHS = ("a.txt", "b.txt", "c.txt")
+# Directory leases (store/coverage.py): a directory, what lies beneath it, and a name beside it.
+DIRECTORY_PATHS = ("src/", "src/a.txt", "src/b/", "src/b/c.txt", "srcs.txt")
 
-_WORKER = r"""
+_TEMPLATE = r"""
 import json, os, random, sys, time
 from agents_room.store import RoomError, Store
 
@@ -80,7 +82,11 @@ while time.monotonic() < end or (out["granted"] < %(share)d and time.monotonic()
         abandoned[path] = time.monotonic() + 1.5
 store.close()
 print(json.dumps(out), flush=True)
-""" % {"paths": PATHS, "share": -(-GRANTS // WORKERS)}
+"""
+
+
+def _worker(paths: tuple[str, ...]) -> str:
+    return _TEMPLATE % {"paths": paths, "share": -(-GRANTS // WORKERS)}
 
 
 def replay_leases(events: list[Event]) -> list[str]:
@@ -154,14 +160,15 @@ def test_the_replay_accepts_shared_holders_and_a_handover() -> None:
 
 
 @pytest.mark.slow
-def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path, location: str) -> None:
+@pytest.mark.parametrize("paths", [PATHS, DIRECTORY_PATHS], ids=["files", "directories"])
+def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path, location: str, paths: tuple[str, ...]) -> None:
     db = location  # a file, or a PostgreSQL schema (every engine: tests/store/conftest.py)
     cwd = tmp_path / "work"
     cwd.mkdir()
     Store.open(db).close()
     go = tmp_path / "go"
     procs = [
-        subprocess.Popen([sys.executable, "-c", _WORKER, str(db), str(cwd), str(go), str(SECONDS), str(seed)],
+        subprocess.Popen([sys.executable, "-c", _worker(paths), str(db), str(cwd), str(go), str(SECONDS), str(seed)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for seed in range(WORKERS)
     ]
@@ -189,8 +196,12 @@ def test_processes_claiming_the_same_paths_never_overlap(tmp_path: Path, locatio
         events = store.events(limit=10_000_000)
         assert store.integrity_check() == "ok"
     assert replay_leases(events) == []
-    assert checker_problems(events) == []  # the simulator's checker: seq order is commit order, one clock
+    # the simulator's checker: seq order is commit order, one clock; its own coverage rule
+    # (sim/check/cover.py) holds a directory and the paths beneath it to exclusion
+    assert checker_problems(events) == []
     assert any(e.kind == "lease_expire" for e in events)
+    if paths == DIRECTORY_PATHS:
+        assert {e.path[len(str(cwd)) + 1:] for e in events if e.kind == "lease_grant"} == set(DIRECTORY_PATHS)
     issued = {(e.session_id, e.payload["token"]) for e in events if e.kind in ("lease_grant", "lease_renew")}
     answered = {(r["session"], t) for r in reports for t in r["tokens"]}
     assert answered == issued

@@ -60,3 +60,32 @@ def test_the_subtree_range_holds_exactly_what_the_directory_covers(dir_parts, pa
     lo, hi = coverage.subtree_range(directory)
     in_range = lo.encode() <= path.encode() < hi.encode()  # byte order, as BINARY and COLLATE "C" compare
     assert in_range == coverage.covers(directory, path)
+
+
+_glob = st.text(alphabet="ap/*?[]!.", min_size=0, max_size=8)
+
+
+@given(_glob, _parts, st.text(alphabet="ap/.", max_size=6))
+def test_a_glob_that_matches_a_path_beneath_reaches_the_directory(pattern, dir_parts, rest):
+    import fnmatch
+
+    directory = _dir(dir_parts)
+    if fnmatch.fnmatchcase(directory + rest, pattern):
+        assert coverage.glob_reaches_beneath(pattern, directory)
+
+
+def test_a_glob_reaches_beneath_a_directory_only_where_it_can_go_on():
+    assert coverage.glob_reaches_beneath("src/api/*.py", "src/api/")
+    assert coverage.glob_reaches_beneath("*.py", "src/api/")
+    assert coverage.glob_reaches_beneath("src/a[!x]i/x", "src/api/")
+    assert not coverage.glob_reaches_beneath("src/apiary.py", "src/api/")
+    assert not coverage.glob_reaches_beneath("src/a[!p]i/x", "src/api/")
+    assert not coverage.glob_reaches_beneath("lib/*", "src/api/")
+
+
+def test_a_file_glob_meets_a_directory_lease_in_its_own_forms_or_beneath():
+    assert coverage.glob_reaches("src/api/x.py", "/r/src/api/", "/r")
+    assert coverage.glob_reaches("api", "/r/src/api/", "/r")  # its base name
+    assert coverage.glob_reaches("x.py", "/r/src/api/", "/r/src/api")  # relative to a holder inside it
+    assert not coverage.glob_reaches("x.py", "/r/src/api/", "/r")  # a base name names no directory
+    assert not coverage.glob_reaches("src/api/x.py", "/r/src/api", "/r")  # a file lease covers itself alone

@@ -23,8 +23,10 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
         "UPDATE sessions SET last_seen = ", ("SEARCH sessions USING INDEX sqlite_autoindex_sessions_1 (id=?)",)),
     "lease_claim: expired-lease sweep": (
         "DELETE FROM leases WHERE expires_at <= ", ("SEARCH leases USING COVERING INDEX leases_expiry",)),
-    "lease_claim: holder lookup": (
-        "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path = ", ("SEARCH l USING PRIMARY KEY (path=?)",)),
+    "lease_claim: holders of the path and of every directory above it": (
+        "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path IN (", ("SEARCH l USING PRIMARY KEY (path=?)",)),
+    "lease_claim of a directory: the leases beneath it": (
+        "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path COLLATE BINARY > ", ("SEARCH l USING PRIMARY KEY (path>? AND path<?)",)),
     "lease_release: own lease": (
         "DELETE FROM leases WHERE path = ", ("SEARCH leases USING PRIMARY KEY (path=? AND session_id=?)",)),
     "msg_send: peer lookup": (
@@ -41,7 +43,7 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
     "drift_check: baseline": (
         "SELECT hash, read_at, read_seq, held_by_other FROM reads", ("SEARCH reads USING PRIMARY KEY (session_id=? AND path=?)",)),
     "drift_check: lease events since the read": (
-        "SELECT session_id FROM events WHERE path = ", ("SEARCH events USING INDEX events_path (path=? AND seq>?)",)),
+        "SELECT session_id FROM events WHERE path IN (", ("SEARCH events USING INDEX events_path (path=? AND seq>?)",)),
 }
 
 
@@ -72,6 +74,7 @@ def traced(store: Store, repo: Path, clock: Clock) -> tuple[list[str], Store]:
     try:
         store.lease_claim(a, "g.py", ttl_s=1)
         store.lease_claim(b, "g.py")  # denied: the holder lookup finds a
+        store.lease_claim(b, "src/")  # a directory: the range beneath it
         clock.shift(2)
         store.lease_claim(a, "h.py")  # sweeps g.py
         store.lease_renew(a, "h.py")

@@ -72,7 +72,7 @@ HarnessKey = Annotated[str | None, _says(
 To = Annotated[str, _says(
     "Who receives it: '*' (everyone sharing a room with you), a session id, 'file:<glob>' (whoever holds a lease "
     "on a matching path; the glob is tried on the absolute path, the path relative to the holder's folder, and "
-    "the base name) or 'tag:<tag>'.")]
+    "the base name; a directory lease is reached by a glob naming the directory or any path beneath it) or 'tag:<tag>'.")]
 Subject = Annotated[str | None, _says("One line, ≤ 200 chars.")]
 Body = Annotated[str | None, _says("The message, ≤ 64 KiB.")]
 ReplyTo = Annotated[Whole | None, _says("The message_id this answers.")]
@@ -255,7 +255,9 @@ def room_history(
 def lease_claim(
     ctx: Context, session_id: SessionId, path: PathArg, ttl_s: LeaseTtl = None, mode: Mode = None
 ) -> dict[str, Any]:
-    """Claim a file before you edit it, so no other agent edits it at the same time. ok=true: it
+    """Claim a file before you edit it, so no other agent edits it at the same time; claim a
+    directory (a path ending in '/', or an existing directory) to hold every path beneath it,
+    e.g. for a refactor: it conflicts with leases of anything beneath or above it. ok=true: it
     is yours until lease.expires_at (lease.token grows with every grant); claiming it again
     extends it, and a sole shared holder may upgrade to exclusive (holder is null). ok=false:
     someone else holds it; `holder` says who and until when, `reason` says it in words. Do not
@@ -283,15 +285,16 @@ def lease_release(ctx: Context, session_id: SessionId, path: PathArg) -> dict[st
 
 
 def lease_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str, Any]:
-    """Is a file free? Returns free, and lease: the current holder's lease (session_id, label,
-    mode, expires_at), plus every holder of a shared lease. Does not claim anything.
+    """Is a file free? Returns free, and lease: the lease in the way (session_id, label, mode,
+    expires_at; its path may be a directory over the file, ending in '/'), plus every holder
+    (of shared leases, or beneath a directory). Does not claim anything.
     Errors: unknown_session; invalid_argument: path."""
     return plain(_store(ctx).lease_check(session_id, path))
 
 
 def lease_list(ctx: Context, session_id: SessionId) -> dict[str, Any]:
-    """Every live lease in the store (which files are being edited, by whom, until when), with
-    mine=true on yours. Errors: unknown_session."""
+    """Every live lease in the store (which files, or directories: paths ending in '/', are being
+    edited, by whom, until when), with mine=true on yours. Errors: unknown_session."""
     return {"leases": plain(_store(ctx).lease_list(session_id))}
 
 

@@ -257,23 +257,23 @@ class Store(WakeCalls):
         mode = "exclusive" if mode is None else bounds.mode(mode)
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            return leases.claim(tx, me, bounds.path(path, me.cwd), ttl, mode)
+            return leases.claim(tx, me, bounds.lease_path(path, me.cwd), ttl, mode)
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            return leases.renew(tx, me, bounds.path(path, me.cwd), ttl)
+            return leases.renew(tx, me, bounds.lease_path(path, me.cwd), ttl)
 
     def lease_release(self, session_id: Any, path: Any) -> None:
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            leases.release(tx, me, bounds.path(path, me.cwd))
+            leases.release(tx, me, bounds.lease_path(path, me.cwd))
 
     def lease_check(self, session_id: Any, path: Any) -> LeaseState:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            holders = leases.check(tx, bounds.path(path, me.cwd))
+            holders = leases.check(tx, bounds.lease_path(path, me.cwd))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 

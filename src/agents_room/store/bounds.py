@@ -7,6 +7,7 @@ import os
 import re
 from typing import Any, Literal, get_args
 
+from . import coverage
 from .errors import InvalidArgument
 
 Autonomy = Literal["hold", "notify", "wake"]
@@ -201,6 +202,12 @@ def path(value: Any, cwd: str) -> str:
     if len(normal.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
         raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes once made absolute")
     return normal
+
+
+def lease_path(value: Any, cwd: str) -> str:
+    """The stored form of a lease's path (store/coverage.py): :func:`path`, with a trailing
+    ``/`` when the caller wrote one or the path is an existing directory (a directory lease)."""
+    return coverage.lease_path(path(value, cwd), value)
 
 
 def message_id(value: Any, field: str = "message_id") -> int:

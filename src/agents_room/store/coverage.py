@@ -14,6 +14,7 @@ Both directions of a conflict are index lookups, never a scan of every lease:
 
 from __future__ import annotations
 
+import fnmatch
 import os
 
 SEP = "/"
@@ -74,3 +75,81 @@ def subtree_range(directory: str) -> tuple[str, str]:
 def overlaps(a: str, b: str) -> bool:
     """Whether leases of ``a`` and ``b`` contend: one covers the other."""
     return covers(a, b) or covers(b, a)
+
+
+# -- a `file:` glob against a directory lease -------------------------------------------------
+
+
+def _glob_tokens(pattern: str) -> list[str]:
+    """``pattern`` cut into fnmatch's units: ``*``, or a piece that matches one character
+    (``?``, a ``[...]`` set, a literal; an unclosed ``[`` is a literal, as fnmatch has it)."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "[":
+            j = i + 1
+            if j < n and pattern[j] == "!":
+                j += 1
+            if j < n and pattern[j] == "]":
+                j += 1
+            while j < n and pattern[j] != "]":
+                j += 1
+            if j < n:
+                out.append(pattern[i:j + 1])
+                i = j + 1
+                continue
+            out.append("[[]")
+        else:
+            out.append(c)
+        i += 1
+    return out
+
+
+def glob_reaches_beneath(pattern: str, prefix: str) -> bool:
+    """Whether ``pattern`` (fnmatch rules, case-sensitive) matches some path that begins with
+    ``prefix``: the glob is run over ``prefix`` as far as it goes, and whatever of it remains
+    can always be met by the rest of some path. ``src/api/*.py`` and ``src/*`` reach beneath
+    ``src/api/``; ``src/apiary.py`` and ``lib/*`` do not."""
+    tokens = _glob_tokens(pattern)
+
+    def closure(states: set[int]) -> set[int]:
+        todo, seen = list(states), set(states)
+        while todo:
+            i = todo.pop()
+            if i < len(tokens) and tokens[i] == "*" and i + 1 not in seen:
+                seen.add(i + 1)
+                todo.append(i + 1)
+        return seen
+
+    states = closure({0})
+    for ch in prefix:
+        step = set()
+        for i in states:
+            if i < len(tokens):
+                if tokens[i] == "*":
+                    step.add(i)
+                elif fnmatch.fnmatchcase(ch, tokens[i]):
+                    step.add(i + 1)
+        if not step:
+            return False
+        states = closure(step)
+    return True
+
+
+def glob_reaches(pattern: str, lease: str, holder_cwd: str) -> bool:
+    """Whether a ``file:<glob>`` selector reaches the holder of ``lease``. A file lease: the
+    glob matches its absolute path, its path relative to the holder's cwd, or its base name.
+    A directory lease: the glob matches the directory itself in those three forms (with or
+    without the trailing ``/``), or some path beneath it in absolute or holder-relative form
+    (``file:src/api/x.py`` reaches the holder of ``src/api/``; a bare base name such as
+    ``x.py`` names no directory, so it reaches only a holder whose cwd the lease covers)."""
+    if not is_directory(lease):
+        forms = [lease, os.path.relpath(lease, holder_cwd), os.path.basename(lease)]
+        return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
+    bare = lease.rstrip(SEP) or SEP
+    rel = os.path.relpath(bare, holder_cwd)
+    forms = [bare, rel, os.path.basename(bare)]
+    if any(fnmatch.fnmatchcase(f, pattern) or fnmatch.fnmatchcase(as_directory(f), pattern) for f in forms):
+        return True
+    beneath = [lease, "" if rel == "." else as_directory(rel)]
+    return any(glob_reaches_beneath(pattern, p) for p in beneath)

@@ -1,11 +1,16 @@
 """Leases on paths: exclusive or shared, deny on conflict, a fencing token on every grant
 and renewal. Every function that writes sweeps expired leases first, inside the same
-BEGIN IMMEDIATE transaction, so the holder check sees exactly the live holders."""
+BEGIN IMMEDIATE transaction, so the holder check sees exactly the live holders.
+
+A lease of a directory (stored path ending in ``/``) covers every path beneath it
+(store/coverage.py); it is one lease row, renewed, released, swept and left as one. Its
+holders contend with the holders of every lease it covers or that covers it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import coverage
 from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
@@ -13,7 +18,14 @@ from .engine import Tx
 
 _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
-_HOLDERS = f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND l.expires_at > ? ORDER BY l.mode, l.token"
+_LIVE = "l.expires_at > ?"
+# The leases beneath a directory: a range of the primary key (path, session_id), compared
+# byte-wise ({bytewise}: SQLite's BINARY; PostgreSQL's "C", the path column's own collation,
+# so its index serves the range whatever the database's collation, en_US or ICU).
+_BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} > ? AND l.path {{bytewise}} < ? AND {_LIVE}"
+# A claim needs only the first lease beneath that stands in its way (another session's; for
+# a shared claim, an exclusive one): the scan stops there, whatever else is live.
+_IN_THE_WAY_BENEATH = _BENEATH + " AND l.session_id <> ?{exclusive} ORDER BY l.path LIMIT 1"
 
 
 @dataclass(frozen=True)
@@ -45,8 +57,34 @@ def sweep(tx: Tx) -> int:
     return len(rows)
 
 
+def _covering(tx: Tx, path: str) -> list[tuple]:
+    """Live leases of ``path`` itself or of a directory above it: one IN list on the
+    primary key, at most one entry per path component."""
+    paths = coverage.covering_paths(path)
+    marks = ", ".join("?" * len(paths))
+    return tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*paths, tx.now))
+
+
 def _holders(tx: Tx, path: str) -> list[Lease]:
-    return [Lease(*r) for r in tx.all(_HOLDERS, (path, tx.now))]
+    """The live leases that contend with a lease of ``path``: those covering it and, for a
+    directory, those beneath it. Exclusive first, then by token (the oldest grant first)."""
+    rows = _covering(tx, path)
+    if coverage.is_directory(path):
+        lo, hi = coverage.subtree_range(path)
+        rows += tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+    return sorted((Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
+
+
+def _first_beneath_in_the_way(tx: Tx, session: Caller, directory: str, mode: str) -> list[Lease]:
+    lo, hi = coverage.subtree_range(directory)
+    only = " AND l.mode = 'exclusive'" if mode == "shared" else ""
+    sql = _IN_THE_WAY_BENEATH.format(bytewise=tx.BYTEWISE, exclusive=only)
+    return [Lease(*r) for r in tx.all(sql, (lo, hi, tx.now, session.id))]
+
+
+def _own(tx: Tx, session: Caller, path: str) -> Lease | None:
+    row = tx.one(f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND l.session_id = ? AND {_LIVE}", (path, session.id, tx.now))
+    return None if row is None else Lease(*row)
 
 
 def _next_token(tx: Tx) -> int:
@@ -60,20 +98,25 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
     exclusive claims. The holder's own repeated claim extends it (new token); a sole
     shared holder may upgrade to exclusive; an exclusive holder may step down to shared."""
     sweep(tx)
-    holders = _holders(tx, path)
-    mine = None
-    if holders:  # (most claims are of a free path: nothing to weigh)
-        mine = next((h for h in holders if h.session_id == session.id), None)
-        others = [h for h in holders if h.session_id != session.id]
-        in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
-        if in_the_way:
-            h = in_the_way[0]
-            who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
-            more = f" and {len(in_the_way) - 1} more" if len(in_the_way) > 1 else ""
-            reason = f"{path} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
-            if mine is not None:
-                reason = f"cannot upgrade to exclusive: {reason}"
-            return Claim(False, h, reason, None)
+    # Two index lookups, never a scan of every lease: the leases covering the path (an IN
+    # list), and for a directory the first lease beneath it in the way (a range).
+    covering = [Lease(*r) for r in _covering(tx, path)]
+    # Only a lease of this very path is re-claimed; the caller's own leases above or
+    # beneath it never stand in its way.
+    mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
+    others = [h for h in covering if h.session_id != session.id]
+    in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
+    if coverage.is_directory(path):
+        in_the_way += _first_beneath_in_the_way(tx, session, path, mode)
+    if in_the_way:
+        h = min(in_the_way, key=lambda x: (x.mode, x.token))
+        who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
+        more = " and others" if len(in_the_way) > 1 else ""
+        where = path if h.path == path else f"{path} {_relation(h.path, path)} {h.path}, which"
+        reason = f"{where} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
+        if mine is not None:
+            reason = f"cannot upgrade to exclusive: {reason}"
+        return Claim(False, h, reason, None)
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
@@ -98,8 +141,17 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
     return Claim(True, lease, reason, lease)
 
 
+def _relation(lease: str, path: str) -> str:
+    return "is beneath" if coverage.covers(lease, path) else "covers"
+
+
 def _not_held(tx: Tx, session: Caller, path: str, verb: str) -> LeaseNotHeld:
-    holders = _holders(tx, path)
+    if not coverage.is_directory(path) and _own(tx, session, coverage.as_directory(path)) is not None:
+        # The directory is gone from disk (or never was), so the name without "/" read as a file.
+        return LeaseNotHeld(f"cannot {verb} {path}: session {session.id} holds the directory "
+                            f"{coverage.as_directory(path)}: name it with a trailing /", holders=[session.id])
+    holders = [Lease(*r) for r in tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path = ? AND {_LIVE} ORDER BY l.mode, l.token",
+                                          (path, tx.now))]
     if holders:
         names = ", ".join(f"{h.session_id} ({h.mode})" for h in holders)
         return LeaseNotHeld(f"cannot {verb} {path}: session {session.id} does not hold it; held by {names}",
@@ -146,7 +198,8 @@ def release_all(tx: Tx, session_id: str, reason: str) -> None:
 
 
 def check(tx: Tx, path: str) -> list[Lease]:
-    """The live holders of ``path`` (exclusive first)."""
+    """The live leases in the way of an exclusive claim of ``path`` (exclusive first): its
+    own, every directory lease above it, and for a directory every lease beneath it."""
     return _holders(tx, path)
 
 

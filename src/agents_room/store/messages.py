@@ -4,11 +4,9 @@ what I sent, a room's read-only history. The forward-only delivery states, and
 
 from __future__ import annotations
 
-import fnmatch
-import os
 from dataclasses import dataclass
 
-from . import bounds
+from . import bounds, coverage
 from .delivery import UNREAD, advance
 from .delivery import UNREAD_SQL as _UNREAD_SQL
 from .errors import InvalidArgument, NotRecipient, UnknownSession
@@ -95,19 +93,13 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
             "WHERE l.expires_at > ?",
             (tx.now,),
         )
-        return sorted({sid for sid, path, cwd in rows if sid in peers and _file_matches(pattern, path, cwd)})
+        return sorted({sid for sid, path, cwd in rows if sid in peers and coverage.glob_reaches(pattern, path, cwd)})
     if to.startswith(("tag", "file")) and ":" in to:
         raise InvalidArgument("to", "selectors are '*', a session id, 'file:<glob>' or 'tag:<tag>'")
     value = bounds.session_id_text(to, "to")
     if tx.scalar("SELECT 1 FROM sessions WHERE id = ? AND left_at IS NULL", (value,)) is None:
         raise UnknownSession(explain_unknown_recipient(tx, value, store_path))
     return [value]
-
-
-def _file_matches(pattern: str, path: str, holder_cwd: str) -> bool:
-    """Three forms of the leased path: absolute, relative to the *holder's* cwd, base name."""
-    forms = [path, os.path.relpath(path, holder_cwd), os.path.basename(path)]
-    return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
 
 
 def send(

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from . import coverage
 from .leases import Lease
 from .liveness import Judge
 from .messages import UNREAD, Message
@@ -45,6 +46,7 @@ class RoomView:
 @dataclass(frozen=True)
 class LiveLease(Lease):
     ttl_s: float
+    directory: bool  # a directory lease (path ending in "/"): it covers every path beneath
 
 
 @dataclass(frozen=True)
@@ -171,7 +173,7 @@ def _leases(tx: Tx, room: str | None) -> list[LiveLease]:
         "ORDER BY l.path, l.token",
         (tx.now, *params),
     )
-    return [LiveLease(*r) for r in rows]
+    return [LiveLease(*r, directory=coverage.is_directory(r[0])) for r in rows]
 
 
 def _spans(tx: Tx, room: str | None, now: float, window_s: float, seq: int) -> list[LeaseSpan]:

@@ -8,6 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import Literal
 
+from . import coverage
 from .clock import iso
 from .errors import InvalidArgument
 from .sessions import Caller
@@ -49,12 +50,18 @@ def file_hash(path: str) -> str | None:
         raise InvalidArgument("path", f"{path} cannot be read ({exc.strerror})") from None
 
 
+def _marks(values: list[str]) -> str:
+    return ", ".join("?" * len(values))
+
+
 def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
     """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
-    session held a lease on it at that moment."""
+    session held a lease covering it (of the file, or of a directory above it) at that moment."""
+    cover = coverage.covering_paths(path)
     other = tx.scalar(
-        "SELECT session_id FROM leases WHERE path = ? AND session_id <> ? AND expires_at > ? LIMIT 1",
-        (path, session.id, tx.now),
+        f"SELECT session_id FROM leases WHERE path IN ({_marks(cover)}) AND session_id <> ? AND expires_at > ? "
+        "ORDER BY token LIMIT 1",
+        (*cover, session.id, tx.now),
     )
     seq = tx.event("note_read", session.id, path, hash=digest)
     tx.execute(
@@ -66,9 +73,10 @@ def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
 
 
 def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift:
-    """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease on it since
-    the read. CRITICAL: changed while another session held a lease at some time since the
-    read (from the lease events, not only the current holder). A deleted file has changed."""
+    """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease covering it
+    since the read. CRITICAL: changed while another session held a lease covering it (of the
+    file, or of a directory above it) at some time since the read (from the lease events, not
+    only the current holder). A deleted file has changed."""
     row = tx.one("SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?",
                  (session.id, path))
     if row is None:
@@ -78,17 +86,18 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift
     baseline, read_at, read_seq, held_then = row
     if digest == baseline:
         return Drift(path, "SAFE", False, None, read_at, f"{path} is unchanged since you read it")
+    cover = coverage.covering_paths(path)  # the events index (path, seq): one range per entry
     holder = held_then or tx.scalar(
-        "SELECT session_id FROM events WHERE path = ? AND seq > ? AND session_id <> ? "
+        f"SELECT session_id FROM events WHERE path IN ({_marks(cover)}) AND seq > ? AND session_id <> ? "
         "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq LIMIT 1",
-        (path, read_seq, session.id),
+        (*cover, read_seq, session.id),
     )
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
         who = f"session {holder}" + (f" ({label})" if label else "")
         return Drift(path, "CRITICAL", True, holder, read_at,
-                     f"{path} {what} since you read it at {iso(read_at)}, while {who} held a lease on it: "
+                     f"{path} {what} since you read it at {iso(read_at)}, while {who} held a lease covering it: "
                      "re-read before editing")
     return Drift(path, "MINOR", True, None, read_at,
-                 f"{path} {what} since you read it; nobody else held a lease on it: re-read it")
+                 f"{path} {what} since you read it; nobody else held a lease covering it: re-read it")

@@ -194,3 +194,29 @@ def test_lease_checks_look_at_a_shared_lease_it_holds_half_the_time() -> None:
     paths = [op.args["path"] for op in draw(mix(lease_check=1), Known(held=held), n=400)]
     assert paths.count(FILES.paths[5]) / len(paths) == pytest.approx(0.5 + 0.5 / 6 * 0.5, abs=0.07)
     assert len(set(paths)) > 2  # and any other path the rest of the time
+
+
+def test_a_refactor_claims_a_directory_written_with_its_slash() -> None:
+    ops = draw(mix(refactor=1), Known())
+    assert {op.args["path"] for op in ops} == {"/r/src/", "/r/", "/r/src/mod_0/"}
+    assert all(op.f == "lease_claim" and op.kind == "directory" for op in ops)
+    assert workload.directories(FILES)[2] == "/r/src/mod_0/"  # beside src/mod_00.py: a prefix, not a parent
+
+
+def test_an_edit_may_go_under_an_exclusive_directory_lease() -> None:
+    now = 1000.0
+    src = {"/r/src/": Held("exclusive", 7, now + 10)}
+    ops = draw(mix(edit=1), Known(held=src, now=now))
+    assert {op.f for op in ops} == {"edit"} and {op.args["under"] for op in ops} == {"/r/src/"}
+    assert {op.args["path"] for op in ops} == set(FILES.paths)
+    assert {op.f for op in draw(mix(edit=1), Known(held={"/r/src/mod_0/": Held("exclusive", 8, now + 10)}, now=now))} \
+        == {"lease_claim"}  # nothing beneath a new package: nothing to write
+    assert {op.f for op in draw(mix(edit=1), Known(held={"/r/src/": Held("shared", 9, now + 10)}, now=now))} \
+        == {"lease_claim"}
+
+
+def test_with_nothing_to_write_under_an_edit_claims_a_directory_as_often_as_refactors_are_drawn() -> None:
+    ops = draw(mix(edit=1, refactor=3, lease_claim=1), Known(), n=2000)
+    claims = [op for op in ops if op.f == "lease_claim"]
+    dirs = sum(op.args["path"].endswith("/") for op in claims) / len(claims)
+    assert 0.7 < dirs < 0.8  # 3/5 of the draws are refactors; of the 1/5 edits, 3/4 claim a directory: 0.75

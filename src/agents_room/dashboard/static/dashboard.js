@@ -87,9 +87,10 @@ function tail(path, n = 3) {
 }
 
 function splitPath(path) {
-  const cut = path.lastIndexOf("/");
-  return el("span", { class: "path mono", title: path }, path.slice(cut + 1),
-    el("span", { class: "dir" }, `  ${tail(path.slice(0, cut), 2)}/`));
+  const own = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;  // a directory lease: name it
+  const cut = own.lastIndexOf("/");
+  return el("span", { class: "path mono", title: path }, own.slice(cut + 1) + path.slice(own.length),
+    el("span", { class: "dir" }, `  ${tail(own.slice(0, cut), 2)}/`));
 }
 
 function renderRooms(snap) {
@@ -134,8 +135,10 @@ function renderMembers(snap) {
 function renderLeases(snap) {
   $("lease-count").textContent = snap.leases.length || "";
   if (emptyOr($("leases"), snap.leases, "no live leases", 5)) return;
-  keyed($("leases"), snap.leases, (l) => el("tr", { "data-path": l.path, "data-holder": l.session_id },
-    el("td", {}, splitPath(l.path)),
+  keyed($("leases"), snap.leases, (l) => el("tr",
+    { "data-path": l.path, "data-holder": l.session_id, "data-directory": l.directory ? "1" : "0" },
+    el("td", {}, ...(l.directory ? [el("span", { class: "badge", "data-kind": "directory", title: "a directory lease: it covers every path beneath" }, "dir")] : []),
+      splitPath(l.path)),
     el("td", { class: "holder" }, el("span", { class: "label" }, who(l.label, l.session_id))),
     el("td", {}, el("span", { class: "badge", "data-mode": l.mode }, l.mode)),
     el("td", { class: "mono" }, `#${l.token}`),

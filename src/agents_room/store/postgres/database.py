@@ -76,6 +76,9 @@ class Tx:
     # Per-engine SQL snippets the rules modules use where the dialects differ.
     ROOMS_OF_SESSION = "(SELECT string_agg(room, chr(10) ORDER BY room) FROM memberships WHERE session_id = s.id)"
     INSERTION_ORDER = "s.ord"
+    # A range of paths in byte order (store/coverage.py), whatever the database's collation;
+    # leases.path is COLLATE "C", so its primary key index serves the range.
+    BYTEWISE = 'COLLATE "C"'
 
     def __init__(self, conn: psycopg.Connection, now: float) -> None:
         self.conn = conn

@@ -73,6 +73,7 @@ class Tx:
         "(SELECT group_concat(room, char(10)) FROM (SELECT room FROM memberships WHERE session_id = s.id ORDER BY room))"
     )
     INSERTION_ORDER = "s.rowid"
+    BYTEWISE = "COLLATE BINARY"  # a range of paths in byte order (store/coverage.py)
 
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn

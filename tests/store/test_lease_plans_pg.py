@@ -1,0 +1,102 @@
+"""On PostgreSQL, a claim's holder checks are index lookups in byte order, whatever the
+database's collation: the IN list of covering leases and the range beneath a directory both
+use the leases' primary key, and the range compares with COLLATE "C" (under en-US, "/" sorts
+among the punctuation, so a range in the database's order holds the wrong paths)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Clock, Store, postgres
+
+pytestmark = pytest.mark.postgres_only
+
+
+@pytest.fixture
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple]]:
+    """Every statement the PostgreSQL transactions run through ``all`` (they still run)."""
+    seen: list[tuple[str, tuple]] = []
+    real = postgres.Tx.all
+
+    def all_(self: postgres.Tx, sql: str, params: tuple | dict = ()) -> list[tuple]:
+        seen.append((sql, params))  # type: ignore[arg-type]
+        return real(self, sql, params)
+
+    monkeypatch.setattr(postgres.Tx, "all", all_)
+    return seen
+
+
+def _plan(store: Store, sql: str, params: tuple) -> str:
+    with store.db.read() as tx:
+        return "\n".join(r[0] for r in tx.all(f"EXPLAIN {sql}", params))
+
+
+def test_a_claim_s_holder_checks_use_the_primary_key(
+    store: Store, repo: Path, recorded: list[tuple[str, tuple]]
+) -> None:
+    sid = store.room_join(cwd=str(repo), pid=None, label="filler").session_id
+    with store.db.write() as tx:  # enough live leases that a sequential scan would cost more
+        tx.many("INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) "
+                "VALUES (?, ?, 'exclusive', ?, 600, ?, ?)",
+                [(f"{repo}/d{i % 50}/f{i}.py", sid, i + 1, tx.now, tx.now + 600) for i in range(5000)])
+        tx.execute("ANALYZE leases")
+    other = store.room_join(cwd=str(repo), pid=None, label="claimer").session_id
+    recorded.clear()
+    assert not store.lease_claim(other, "d7/").ok
+    assert store.lease_claim(other, "e/x.py").ok
+    covering = [(s, p) for s, p in recorded if "l.path IN (" in s]
+    beneath = [(s, p) for s, p in recorded if 'l.path COLLATE "C" >' in s]
+    assert covering and beneath
+    for sql, params in covering + beneath:
+        plan = _plan(store, sql, params)
+        assert "leases_pkey" in plan and "Seq Scan on leases" not in plan, plan
+    assert "Index Cond: ((path > " in _plan(store, *beneath[0]), "the range is not an index condition"
+
+
+@pytest.fixture
+def icu_store(pg_cluster: object, clock: Clock) -> Iterator[Store]:
+    """A store in a database whose default collation is ICU's en-US."""
+    import psycopg
+
+    name = f"icu_{uuid.uuid4().hex[:12]}"
+    base = pg_cluster.url()  # type: ignore[attr-defined]
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 ENCODING 'UTF8' LOCALE 'C' "
+                     "LOCALE_PROVIDER icu ICU_LOCALE 'en-US'")
+    s = Store.open(pg_cluster.url(name), clock=clock, busy_timeout_s=2.0)  # type: ignore[attr-defined]
+    yield s
+    s.close()
+
+
+def _icu_claims(store: Store) -> tuple[bool, bool]:
+    a = store.room_join(cwd="/r", pid=None, label="a").session_id
+    b = store.room_join(cwd="/r", pid=None, label="b").session_id
+    # "#" sorts after "/" and before "0" under en-US, bytes put it before "/" ("/" = 0x2f, "#" = 0x23)
+    assert store.lease_claim(a, "/r/src/api#x.py").ok
+    assert store.lease_claim(a, "/r/src/api/x.py").ok
+    return store.lease_claim(b, "/r/src/api/").ok, store.lease_claim(b, "/r/src/").ok
+
+
+def test_coverage_holds_in_a_database_ordered_by_en_us(icu_store: Store) -> None:
+    assert _icu_claims(icu_store) == (False, False)
+    a = icu_store.room_join(cwd="/r", pid=None, label="a2").session_id
+    assert icu_store.lease_claim(a, "/r/lib/").ok
+    b = icu_store.room_join(cwd="/r", pid=None, label="b2").session_id
+    assert icu_store.lease_claim(b, "/r/lib#x.py").ok  # not beneath /r/lib/, whatever en-US says
+
+
+def test_the_collation_check_fails_where_the_range_is_in_en_us_order(icu_store: Store) -> None:
+    """The check above can fail: with the database's collation on the range, a lease that is
+    not beneath the directory falls inside it."""
+    a = icu_store.room_join(cwd="/r", pid=None, label="a").session_id
+    b = icu_store.room_join(cwd="/r", pid=None, label="b").session_id
+    assert icu_store.lease_claim(a, "/r/lib#x.py").ok
+    with icu_store.db.write() as tx:
+        in_en_us = tx.all('SELECT path FROM leases WHERE path COLLATE "default" >= ? AND path COLLATE "default" < ?',
+                          ("/r/lib/", "/r/lib0"))
+    assert in_en_us == [("/r/lib#x.py",)]
+    assert icu_store.lease_claim(b, "/r/lib/").ok
