@@ -40,7 +40,7 @@ def _lease_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold
 def _contending_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple[Hold, ...]]:
     """As :func:`_lease_states`, over every lease that contends with one of ``path``: its own,
     those of directories over it and, for a directory, those beneath it (docs/decisions.md)."""
-    tl = o.lease.contending_tl.get(path)
+    tl = o.contending_tl.get(path)
     if tl is None:  # built once per path, after the replay (the window cache keys on the list)
         paths = [p for p in o.lease.lease_tl if contend(p, path)]
         tl = list(o.lease.lease_tl.get(path, [])) if paths in ([], [path]) else []
@@ -53,7 +53,7 @@ def _contending_states(o: Oracle, path: str, lo: float, hi: float) -> list[tuple
                     tl[-1] = (seq, union)
                 else:
                     tl.append((seq, union))
-        o.lease.contending_tl[path] = tl
+        o.contending_tl[path] = tl
     return [_live(holds, t) for holds, a, b in _window(o, tl, lo, hi, NOTHING) for t in _moments(holds, a, b)]
 
 

@@ -86,9 +86,6 @@ class Leases:
     leases: dict[str, dict[str, Hold]] = field(default_factory=lambda: defaultdict(dict))
     held_paths: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     lease_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=lambda: defaultdict(list))
-    # per path claimed or checked: the timelines of every path contending with it, merged; a cache
-    # sim/check/oracle_reads.py builds once per path after the replay
-    contending_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +123,9 @@ class Oracle:
     slack: float = 0.01
     retimed: bool = False  # the store's clock was jumped (events carry store_at): no judging against wall time
     commits: Any = None  # the reads' Commits, set by oracle_reads.check_ops
+    # per path claimed or checked: the lease timelines of every path contending with it, merged; the
+    # reads' cache, built by oracle_reads once per path after the replay
+    contending_tl: dict[str, list[tuple[int, tuple[Hold, ...]]]] = field(default_factory=dict)
 
     def fail(self, rule: str, message: str, seq: int, at: float, **details: Any) -> None:
         self.problems.append(problem(rule, f"seq {seq} at {stamp(at)}: {message}", seq=seq, at=at, **details))
