@@ -12,7 +12,7 @@ The SQL the rules send is one dialect both engines run: ``?`` placeholders (an e
 rewrites them if its driver wants another style), ``RETURNING``, ``ON CONFLICT``, ``CASE``
 instead of a summed boolean, ``CAST(? AS TEXT) IS NULL``, and no engine's own functions.
 Where the dialects cannot meet, the rules use a snippet the engine's ``Tx`` carries
-(:attr:`Tx.ROOMS_OF_SESSION`, :attr:`Tx.INSERTION_ORDER`).
+(:attr:`Tx.ROOMS_OF_SESSION`, :attr:`Tx.INSERTION_ORDER`, :attr:`Tx.BYTEWISE`).
 """
 
 from __future__ import annotations
@@ -62,6 +62,10 @@ class Tx(Protocol):
     INSERTION_ORDER: ClassVar[str]
     """An expression over the session row ``s`` that sorts sessions in the order they were
     inserted (ties of ``created_at`` are broken by it, and :mod:`.copy` copies in it)."""
+    BYTEWISE: ClassVar[str]
+    """A collation clause under which text compares byte by byte (the range of lease paths
+    beneath a directory, :func:`.coverage.subtree_range`), and which the leases' path index
+    serves."""
 
     now: float
     """The transaction's time in Unix seconds, read once at its start (after the write lock
