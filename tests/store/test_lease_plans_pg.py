@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import Clock, Store, postgres
+from agents_room.store import Clock, Store
+from agents_room.store.postgres import database as postgres
 
 pytestmark = pytest.mark.postgres_only
 
