@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, overview, reads, rooms, sessions
+from . import bounds, callcounts, leases, messages, overview, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -114,6 +114,9 @@ class Store(WakeCalls):
         # The host this process runs on: sessions it joins record it; liveness reads /proc
         # for that host's sessions only (store/hosts.py).
         self.host = host or host_id()
+        # The calls this process serves, counted by its adapter and added to the store inside
+        # its next write transaction (store/callcounts.py); None: counting is off.
+        self.calls = callcounts.attach(db)
 
     @classmethod
     def open(
@@ -153,6 +156,10 @@ class Store(WakeCalls):
         return self.db.clock
 
     def close(self) -> None:
+        """Close the store; what this process counted and has not written yet goes first,
+        in one small write (best effort: never fails the close)."""
+        if self.calls is not None:
+            self.calls.flush(self.db)
         self.db.close()
 
     def __enter__(self) -> Store:

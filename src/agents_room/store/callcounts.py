@@ -1,0 +1,162 @@
+"""What the store knows of traffic besides its writes: every call a process served, counted
+by tool, session and outcome, and the gaps between one session's calls (its think time).
+
+Writes already leave an event; reads leave nothing, and writing a row per read would turn
+every read into a write (the one write lock, docs/decisions.md). So the adapter that serves
+calls (the MCP server, the hook's news path, the simulator's direct driver) feeds a
+:class:`CallCounts` in memory, and the engine adds what it holds to the store inside the
+process's next write transaction, just before COMMIT (``Database.calls``): the counts land
+with a write the process made anyway, or not at all if that write rolls back (then they are
+kept for the next). At a clean close, what is left goes in one small write of its own
+(``flush``). A process killed outright loses what it counted since its last write:
+``sim fit`` says so.
+
+Rows (migrate_3.sql): ``call_counts(window_start, session_id, tool, outcome, n)`` and
+``call_gaps(window_start, session_id, bucket, n)``, per minute of the store's clock. A
+bucket is a quarter octave of milliseconds (:func:`bucket`, :func:`bucket_ms`).
+
+Imports nothing the hook's news path does not load already (``threading``, ``math``,
+``os``): that path counts its reads too. ``AGENTS_ROOM_COUNT_CALLS=0`` turns counting off
+(an A/B switch for the benchmark; nothing is counted or written).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+# The store's clock is bucketed into windows of this many seconds.
+WINDOW_S = 60
+# Gap buckets: 0 below FLOOR_MS, then PER_OCTAVE per doubling up to the last, which takes
+# everything longer (about 3 days).
+FLOOR_MS = 0.1
+PER_OCTAVE = 4
+LAST_BUCKET = 127
+# Outcomes besides an error code: a call answered, a lease claim answered ok=false.
+OK = "ok"
+DENIED = "denied"
+_HEX = frozenset("0123456789abcdef")
+# A process serving many sessions (HTTP) remembers this many sessions' last call for gaps.
+_MAX_SESSIONS = 4096
+
+_UPSERT_COUNT = (
+    "INSERT INTO call_counts (window_start, session_id, tool, outcome, n) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (window_start, session_id, tool, outcome) DO UPDATE SET n = call_counts.n + excluded.n"
+)
+_UPSERT_GAP = (
+    "INSERT INTO call_gaps (window_start, session_id, bucket, n) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (window_start, session_id, bucket) DO UPDATE SET n = call_gaps.n + excluded.n"
+)
+
+
+def bucket(gap_ms: float) -> int:
+    """The bucket of a gap between two calls of a session, in milliseconds."""
+    if gap_ms < FLOOR_MS:
+        return 0
+    return min(LAST_BUCKET, 1 + int(PER_OCTAVE * math.log2(gap_ms / FLOOR_MS)))
+
+
+def bucket_ms(b: int) -> tuple[float, float]:
+    """The gaps bucket ``b`` holds: [low, high) milliseconds (bucket 0: [0, FLOOR_MS))."""
+    if b <= 0:
+        return 0.0, FLOOR_MS
+    return FLOOR_MS * 2 ** ((b - 1) / PER_OCTAVE), FLOOR_MS * 2 ** (b / PER_OCTAVE)
+
+
+def session_key(value: Any) -> str:
+    """A session id as counted: a well-formed id (16 lowercase hex) as it is, anything else
+    (none, a typo, a harness key) as '': the counts never keep text a caller made up."""
+    if type(value) is str and len(value) == 16 and _HEX.issuperset(value):
+        return value
+    return ""
+
+
+def enabled() -> bool:
+    return os.environ.get("AGENTS_ROOM_COUNT_CALLS", "1") != "0"
+
+
+class CallCounts:
+    """Counts of one process, not yet in the store. Thread-safe: a server shared over HTTP
+    counts from its worker threads while another thread's write flushes."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now  # the store's clock: windows line up with the events' times
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[int, str, str, str], int] = {}
+        self._gaps: dict[tuple[int, str, int], int] = {}
+        self._last_end: dict[str, float] = {}  # session -> monotonic end of its last call
+        self._flushing: tuple[dict, dict] | None = None
+
+    @property
+    def pending(self) -> bool:
+        return bool(self._counts)
+
+    def count(self, tool: str, session_id: Any, outcome: str, started: float, ended: float) -> None:
+        """One call of ``tool`` by ``session_id`` (any value; see :func:`session_key`) ended
+        ``outcome`` (``ok``, ``denied`` or an error code); ``started`` and ``ended`` are
+        ``time.monotonic()`` readings around it. Never raises, never touches the store."""
+        sid = session_key(session_id)
+        window = int(self._now() // WINDOW_S) * WINDOW_S
+        key = (window, sid, tool, outcome)
+        with self._lock:
+            self._counts[key] = self._counts.get(key, 0) + 1
+            if not sid:
+                return
+            last = self._last_end.pop(sid, None)  # popped and put back: the dict stays in recency order
+            if last is not None:
+                gap = (window, sid, bucket((started - last) * 1000))
+                self._gaps[gap] = self._gaps.get(gap, 0) + 1
+            elif len(self._last_end) >= _MAX_SESSIONS:
+                del self._last_end[next(iter(self._last_end))]
+            self._last_end[sid] = ended
+
+    def before_commit(self, tx: Any) -> None:
+        """Inside a write transaction, just before its COMMIT: add what is counted. The engine
+        calls :meth:`after_commit` with whether the COMMIT happened."""
+        with self._lock:
+            counts, gaps = self._counts, self._gaps
+            self._counts, self._gaps = {}, {}
+            self._flushing = (counts, gaps)
+        if counts:
+            tx.many(_UPSERT_COUNT, [(*k, n) for k, n in counts.items()])
+        if gaps:
+            tx.many(_UPSERT_GAP, [(*k, n) for k, n in gaps.items()])
+
+    def after_commit(self, committed: bool) -> None:
+        """Forget what the COMMIT wrote, or keep it for the next write if it rolled back."""
+        with self._lock:
+            taken, self._flushing = self._flushing, None
+            if committed or taken is None:
+                return
+            for mine, back in zip((self._counts, self._gaps), taken, strict=True):
+                for k, n in back.items():
+                    mine[k] = mine.get(k, 0) + n
+
+    def flush(self, db: Any) -> None:
+        """At a clean close: what is still counted, in one small write of its own. Best
+        effort: a store that is busy or gone keeps its counts unwritten, never fails a close."""
+        if not self._counts:
+            return
+        try:
+            with db.write():
+                pass  # the engine adds the counts before this transaction's COMMIT
+        except Exception:  # noqa: BLE001, S110 (losing a count is better than failing a shutdown)
+            pass
+
+
+def attach(db: Any, now: Callable[[], float] | None = None) -> CallCounts | None:
+    """The counter whose counts ride ``db``'s write transactions (a new one, or the one it has
+    already), or None when counting is off."""
+    if db.calls is not None:  # a Store opened it: one counter per database
+        return db.calls
+    if not enabled():
+        return None
+    calls = CallCounts(now or (lambda: db.clock.now()))  # the clock a fault may swap later
+    db.calls = calls
+    return calls
