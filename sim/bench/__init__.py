@@ -7,5 +7,5 @@
 - ``sweep``: ``sim run --sweep``, one full run per value, and the knee;
 - ``hook``: the hook command's wall time, ``python -m sim.bench.hook``.
 
-Imports from sim: ``scenario``, ``check``, ``hosts``, ``faults``, ``run``, ``report`` and ``pipeline``.
+Imports from sim: ``scenario``, ``check``, ``hosts``, ``faults``, ``run``, ``report``, ``pipeline`` and ``fit``.
 """

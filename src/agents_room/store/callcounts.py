@@ -116,6 +116,12 @@ class CallCounts:
                 del self._last_end[next(iter(self._last_end))]
             self._last_end[sid] = ended
 
+    def rest(self, session_id: Any) -> None:
+        """The session waits by its harness's doing, not its own (the simulator holds its agents
+        between joining and the start): its next call starts no gap."""
+        with self._lock:
+            self._last_end.pop(session_key(session_id), None)
+
     def before_commit(self, tx: Any) -> None:
         """Inside a write transaction, just before its COMMIT: add what is counted. The engine
         calls :meth:`after_commit` with whether the COMMIT happened."""
