@@ -162,6 +162,7 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
     data["timings"] = outcome.timings
     # Which engine the run hammered, and where (a URL without its password).
     data["run"]["engine"], data["run"]["store"] = runner.layout.engine, shown(runner.layout.db)
+    data["run"]["wall_start"] = outcome.wall_start  # the start signal, Unix seconds (sim fit --since)
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)
