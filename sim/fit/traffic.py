@@ -123,9 +123,9 @@ def _measure(tx: Any, lo: float, hi: float) -> Traffic:
     rooms = _ranks(Counter(r for j in joins.values() for r in j.get("rooms", []) if not r.startswith("repo:")))
     tags = _ranks(Counter(t for j in joins.values() for t in j.get("tags") or []))
     groups = _groups(sessions, joins, repo_of, rooms, tags, span, events, hi - lo)
-    counts = tx.all("SELECT window_start, session_id, tool, outcome, sum(n) FROM call_counts WHERE window_start >= ? "
-                    "AND window_start <= ? GROUP BY window_start, session_id, tool, outcome",
-                    (math.floor(lo / WINDOW_S) * WINDOW_S, hi))
+    counts = [(w, sid, tool, outcome, int(n)) for w, sid, tool, outcome, n in tx.all(  # PostgreSQL's sum: numeric
+        "SELECT window_start, session_id, tool, outcome, sum(n) FROM call_counts WHERE window_start >= ? "
+        "AND window_start <= ? GROUP BY window_start, session_id, tool, outcome", (math.floor(lo / WINDOW_S) * WINDOW_S, hi))]
     tools: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     for _, sid, tool, outcome, n in counts:
