@@ -1,6 +1,7 @@
-"""Call counts (store/callcounts.py): counted in memory, added inside the process's next write
-transaction, never a write of their own for a read; kept when that write rolls back; flushed
-at a clean close. On both engines."""
+"""Call counts (store/callcounts.py): counted in memory, added inside one of the process's own
+write transactions (the first once a second has passed since the last), never a write of
+their own for a read; kept when that write rolls back; flushed at a clean close. On both
+engines."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from agents_room.store import Clock, InvalidArgument, Store
-from agents_room.store.callcounts import WINDOW_S, bucket, bucket_ms, session_key
+from agents_room.store.callcounts import FLUSH_EVERY_S, WINDOW_S, bucket, bucket_ms, session_key
 
 from .conftest import rows
 
@@ -49,7 +50,11 @@ def test_counts_add_up_per_window_and_outcome(store: Store, join: Callable[..., 
         store.calls.count("lease_claim", me, outcome, t, t)  # type: ignore[union-attr]
     store.lease_claim(me, "a.py")
     store.calls.count("lease_claim", me, "ok", t, t)  # type: ignore[union-attr]
-    store.lease_release(me, "a.py")
+    store.lease_release(me, "a.py")  # within FLUSH_EVERY_S of the last: it carries nothing
+    assert _counts(store) == [(me, "lease_claim", "denied", 1), (me, "lease_claim", "ok", 2),
+                              (me, "lease_claim", "unknown_session", 1)]
+    time.sleep(FLUSH_EVERY_S)
+    store.lease_claim(me, "a.py")  # a second later: due again, added to the same row
     assert _counts(store) == [(me, "lease_claim", "denied", 1), (me, "lease_claim", "ok", 3),
                               (me, "lease_claim", "unknown_session", 1)]
     windows = {r[0] for r in rows(store, "SELECT window_start FROM call_counts")}

@@ -4,12 +4,14 @@ by tool, session and outcome, and the gaps between one session's calls (its thin
 Writes already leave an event; reads leave nothing, and writing a row per read would turn
 every read into a write (the one write lock, docs/decisions.md). So the adapter that serves
 calls (the MCP server, the hook's news path, the simulator's direct driver) feeds a
-:class:`CallCounts` in memory, and the engine adds what it holds to the store inside the
-process's next write transaction, just before COMMIT (``Database.calls``): the counts land
+:class:`CallCounts` in memory, and the engine adds what it holds to the store inside one of
+the process's own write transactions, just before COMMIT (``Database.calls``): the counts land
 with a write the process made anyway, or not at all if that write rolls back (then they are
-kept for the next). At a clean close, what is left goes in one small write of its own
-(``flush``). A process killed outright loses what it counted since its last write:
-``sim fit`` says so.
+kept for the next). Not in every write: in the first one once ``FLUSH_EVERY_S`` has passed
+since the last (two upserts in every write cost a busy agent's store about a tenth of its CPU
+per call; once a second, nothing measurable). At a clean close, what is left goes in one small
+write of its own (``flush``). A process killed outright loses what it counted since its last
+flush: ``sim fit`` says so.
 
 Rows (migrate_3.sql): ``call_counts(window_start, session_id, tool, outcome, n)`` and
 ``call_gaps(window_start, session_id, bucket, n)``, per minute of the store's clock. A
@@ -25,6 +27,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -42,6 +45,9 @@ LAST_BUCKET = 127
 OK = "ok"
 DENIED = "denied"
 _HEX = frozenset("0123456789abcdef")
+_log2 = math.log2
+# Counts ride at most one write transaction in this many seconds (see the module docstring).
+FLUSH_EVERY_S = 1.0
 # A process serving many sessions (HTTP) remembers this many sessions' last call for gaps.
 _MAX_SESSIONS = 4096
 
@@ -92,17 +98,27 @@ class CallCounts:
         self._gaps: dict[tuple[int, str, int], int] = {}
         self._last_end: dict[str, float] = {}  # session -> monotonic end of its last call
         self._flushing: tuple[dict, dict] | None = None
+        self._flushed = -FLUSH_EVERY_S  # time.monotonic() of the last flush: the first write is due
+        self._ids: set[str] = set()  # well-formed session ids seen (session_key's answer cached)
+        self._window = 0
+        self._recheck = -1.0  # time.monotonic() after which the window is read from the clock again
 
     @property
     def pending(self) -> bool:
-        return bool(self._counts)
+        """Due to ride this write: something counted, and the last flush a while ago."""
+        return bool(self._counts) and time.monotonic() - self._flushed >= FLUSH_EVERY_S
 
     def count(self, tool: str, session_id: Any, outcome: str, started: float, ended: float) -> None:
         """One call of ``tool`` by ``session_id`` (any value; see :func:`session_key`) ended
         ``outcome`` (``ok``, ``denied`` or an error code); ``started`` and ``ended`` are
-        ``time.monotonic()`` readings around it. Never raises, never touches the store."""
-        sid = session_key(session_id)
-        window = int(self._now() // WINDOW_S) * WINDOW_S
+        ``time.monotonic()`` readings around it. Never raises, never touches the store.
+        Every call of a busy agent pays this, so it reads the store's clock once a second
+        (the window), knows the ids it has checked, and takes the log of the gap inline."""
+        sid = session_id if session_id in self._ids else self._check(session_id)
+        if ended >= self._recheck:
+            self._window = int(self._now() // WINDOW_S) * WINDOW_S
+            self._recheck = ended + 1.0
+        window = self._window
         key = (window, sid, tool, outcome)
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
@@ -110,11 +126,19 @@ class CallCounts:
                 return
             last = self._last_end.pop(sid, None)  # popped and put back: the dict stays in recency order
             if last is not None:
-                gap = (window, sid, bucket((started - last) * 1000))
+                gap_ms = (started - last) * 1000
+                b = 0 if gap_ms < FLOOR_MS else min(LAST_BUCKET, 1 + int(PER_OCTAVE * _log2(gap_ms / FLOOR_MS)))
+                gap = (window, sid, b)
                 self._gaps[gap] = self._gaps.get(gap, 0) + 1
             elif len(self._last_end) >= _MAX_SESSIONS:
                 del self._last_end[next(iter(self._last_end))]
             self._last_end[sid] = ended
+
+    def _check(self, session_id: Any) -> str:
+        sid = session_key(session_id)
+        if sid and len(self._ids) < _MAX_SESSIONS:
+            self._ids.add(sid)
+        return sid
 
     def rest(self, session_id: Any) -> None:
         """The session waits by its harness's doing, not its own (the simulator holds its agents
@@ -129,6 +153,7 @@ class CallCounts:
             counts, gaps = self._counts, self._gaps
             self._counts, self._gaps = {}, {}
             self._flushing = (counts, gaps)
+            self._flushed = time.monotonic()
         if counts:
             tx.many(_UPSERT_COUNT, [(*k, n) for k, n in counts.items()])
         if gaps:
@@ -149,6 +174,7 @@ class CallCounts:
         effort: a store that is busy or gone keeps its counts unwritten, never fails a close."""
         if not self._counts:
             return
+        self._flushed = -FLUSH_EVERY_S  # due now
         try:
             with db.write():
                 pass  # the engine adds the counts before this transaction's COMMIT
