@@ -13,8 +13,10 @@ Tolerances, and why:
 - broadcast fan-out within 10% of the 5 others every agent shares a room with.
 The second round trip: rate and think mean within 35%, hold p50 within 50% (a hold is a
 few calls long, so its median moves by whole calls: 0.10 s against 0.14 s was seen once in
-five runs on a loaded machine), shares within 0.03, fan-out within 15% (the run / fitted
-column of the report)."""
+five runs on a loaded machine), shares within 0.04 (each generation adds its own final
+inbox drain and its acks with nothing to ack, both msg_recv, to what it was fitted to: 0.036
+more msg_recv was seen once in eight runs), fan-out within 15% (the run / fitted column of
+the report)."""
 
 from __future__ import annotations
 
@@ -146,5 +148,5 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
     assert 0.5 <= rows["lease hold p50"]["ratio"] <= 1.5, rows["lease hold p50"]
     for figure, r in rows.items():
         if figure.startswith("share of "):
-            assert abs(r["run"] - r["fitted"]) <= 0.03, r
+            assert abs(r["run"] - r["fitted"]) <= 0.04, r
     assert 0.85 <= rows["fan-out of broadcast"]["ratio"] <= 1.15, rows["fan-out of broadcast"]
