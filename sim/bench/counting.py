@@ -3,6 +3,10 @@ off (``AGENTS_ROOM_COUNT_CALLS=0``), runs interleaved so both see the same machi
 shared-room run's throughput with counting on and off, runs interleaved in pairs (the same
 scenario, seed and duration). Prints the figures as JSON.
 
+The hook's news path is measured twice: as the harness runs it (a process per event, whose
+start-up noise on a shared machine dwarfs a millisecond) and inside this process (the same
+work from opening the database to closing it, ten times as many runs).
+
     python -m sim.bench.counting [--hook-runs 40] [--pairs 2] [--duration 10] [--agents 24]
 """
 
@@ -58,6 +62,45 @@ def hook_news(folder: Path, runs: int) -> dict[str, Any]:
             "added_ms": float(on - off), "hook_news_counted": int(counted)}
 
 
+def news_in_process(folder: Path, runs: int) -> dict[str, Any]:
+    """The hook's news path inside this process, from opening the database to closing it
+    (``hook.respond``'s work without the interpreter's start, whose noise on a shared machine
+    is larger than what counting adds): CPU and wall microseconds, counting on and off in turn."""
+    import time
+
+    from agents_room.hook import respond
+    from agents_room.store import Store
+
+    repo = folder / "repo"
+    (repo / ".git").mkdir(parents=True)
+    db = folder / "store" / "room.db"
+    key = str(uuid.uuid4())
+    with Store.open(db) as store:
+        me = store.room_join(cwd=str(repo), pid=None, label="hooked", harness_key=key).session_id
+        peer = store.room_join(cwd=str(repo), pid=None, label="peer").session_id
+    data = {"session_id": key, "hook_event_name": "UserPromptSubmit"}
+    took: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
+    before = os.environ.get("AGENTS_ROOM_COUNT_CALLS")
+    try:
+        with Store.open(db) as store:
+            for i in range(2 * runs):
+                mode = ("on", "off")[i % 2] if i % 4 < 2 else ("off", "on")[i % 2]
+                store.msg_send(peer, me, subject=f"new {i}")
+                os.environ["AGENTS_ROOM_COUNT_CALLS"] = "1" if mode == "on" else "0"
+                t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
+                said = respond(data, str(db))
+                took[mode].append(((time.perf_counter_ns() - t0) / 1e3, (time.thread_time_ns() - c0) / 1e3))
+                if not said:
+                    raise RuntimeError("the news path did not announce the new message")
+    finally:
+        os.environ.pop("AGENTS_ROOM_COUNT_CALLS", None)
+        if before is not None:
+            os.environ["AGENTS_ROOM_COUNT_CALLS"] = before
+    med = {m: (float(np.median([w for w, _ in v])), float(np.median([c for _, c in v]))) for m, v in took.items()}
+    return {"runs_each": runs, "on_wall_us": med["on"][0], "off_wall_us": med["off"][0], "on_cpu_us": med["on"][1],
+            "off_cpu_us": med["off"][1], "added_cpu_us": med["on"][1] - med["off"][1]}
+
+
 def sim_run(scenario: Path, out: Path, duration: float, agents: int | None, env: dict[str, str],
             extra: tuple[str, ...] = ()) -> dict[str, Any]:
     argv = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--duration", str(duration),
@@ -74,6 +117,7 @@ def throughput(folder: Path, pairs: int, duration: float, agents: int | None) ->
     """ops/s of shared-room runs, counting on and off, alternating (ABBA over pairs)."""
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_COUNT_CALLS"}
     got: dict[str, list[float]] = {"on": [], "off": []}
+    cpu: dict[str, list[float]] = {"on": [], "off": []}  # the agents' CPU µs per operation, store and harness
     for i in range(pairs):
         for mode in ("on", "off") if i % 2 == 0 else ("off", "on"):
             report = sim_run(SHARED_ROOM, folder / f"{mode}-{i}", duration, agents,
@@ -81,9 +125,16 @@ def throughput(folder: Path, pairs: int, duration: float, agents: int | None) ->
             if report["verdict"] != "valid":
                 raise RuntimeError(f"run {mode}-{i} was {report['verdict']}")
             got[mode].append(report["run"]["ops_per_s"])
+            cpu[mode].append(report["cost"]["store_us_per_op"] + report["cost"]["harness_us_per_op"])
     on, off = float(np.mean(got["on"])), float(np.mean(got["off"]))
+    cpu_on, cpu_off = float(np.median(cpu["on"])), float(np.median(cpu["off"]))
+    # On a machine whose cores are busy with other work, ops/s swings by tens of percent from run
+    # to run; the CPU an operation costs the agents moves far less, and a closed loop of agents
+    # that share the cores runs at a rate inverse to it.
     return {"pairs": pairs, "duration_s": duration, "agents": agents or 24, "on_ops_per_s": got["on"],
-            "off_ops_per_s": got["off"], "cost_percent": 100 * (off - on) / off}
+            "off_ops_per_s": got["off"], "ops_cost_percent": 100 * (off - on) / off,
+            "on_cpu_us_per_op": cpu["on"], "off_cpu_us_per_op": cpu["off"],
+            "cpu_cost_percent": 100 * (cpu_on - cpu_off) / cpu_off}
 
 
 def main() -> int:
@@ -95,6 +146,7 @@ def main() -> int:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="counting-bench-") as tmp:
         result = {"hook_news": hook_news(Path(tmp) / "hook", args.hook_runs),
+                  "hook_news_in_process": news_in_process(Path(tmp) / "inproc", 10 * args.hook_runs),
                   "shared_room": throughput(Path(tmp), args.pairs, args.duration, args.agents),
                   "load_average": os.getloadavg()}
     print(json.dumps(result, indent=1))
