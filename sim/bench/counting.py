@@ -101,6 +101,42 @@ def news_in_process(folder: Path, runs: int) -> dict[str, Any]:
             "off_cpu_us": med["off"][1], "added_cpu_us": med["on"][1] - med["off"][1]}
 
 
+def calls_in_process(folder: Path, rounds: int, calls: int = 600) -> dict[str, Any]:
+    """CPU µs per store call through the direct driver (the simulator's agents' server: it
+    counts as ``agents-room serve`` does), a claim, an unread count and a release in turn, on
+    two stores of this process, one counting and one not, rounds alternating; the best round
+    of each (the one least disturbed by the machine's other work)."""
+    import time
+
+    from ..run.drivers import DirectDriver
+
+    repo = folder / "repo"
+    (repo / ".git").mkdir(parents=True)
+    drivers = {}
+    for mode in ("on", "off"):
+        os.environ["AGENTS_ROOM_COUNT_CALLS"] = "1" if mode == "on" else "0"
+        drivers[mode] = DirectDriver(str(folder / f"{mode}.db"), str(repo), 5.0)
+    os.environ.pop("AGENTS_ROOM_COUNT_CALLS")
+    best: dict[str, list[float]] = {"on": [], "off": []}
+    try:
+        sids = {m: d.call("room_join", {})["session_id"] for m, d in drivers.items()}
+        for r in range(2 * rounds):
+            mode = ("on", "off")[r % 2] if r % 4 < 2 else ("off", "on")[r % 2]
+            d, sid = drivers[mode], sids[mode]
+            c0 = time.thread_time_ns()
+            for i in range(calls // 3):
+                d.call("lease_claim", {"session_id": sid, "path": f"f{i % 7}.py", "ttl_s": 60})
+                d.call("msg_unread", {"session_id": sid})
+                d.call("lease_release", {"session_id": sid, "path": f"f{i % 7}.py"})
+            best[mode].append((time.thread_time_ns() - c0) / 1e3 / calls)
+    finally:
+        for d in drivers.values():
+            d.close()
+    on, off = min(best["on"]), min(best["off"])
+    return {"rounds_each": rounds, "calls_per_round": calls, "on_cpu_us_per_call": on, "off_cpu_us_per_call": off,
+            "cost_percent": 100 * (on - off) / off}
+
+
 def sim_run(scenario: Path, out: Path, duration: float, agents: int | None, env: dict[str, str],
             extra: tuple[str, ...] = ()) -> dict[str, Any]:
     argv = [sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--duration", str(duration),
@@ -140,6 +176,8 @@ def throughput(folder: Path, pairs: int, duration: float, agents: int | None) ->
 def main() -> int:
     ap = argparse.ArgumentParser(prog="python -m sim.bench.counting", description=__doc__.split("\n\n")[0])
     ap.add_argument("--hook-runs", type=int, default=40, help="hook runs with counting on, and as many off")
+    ap.add_argument("--rounds", type=int, default=10, help="in-process rounds of store calls with counting on, "
+                    "and as many off")
     ap.add_argument("--pairs", type=int, default=2, help="shared-room runs with counting on, and as many off")
     ap.add_argument("--duration", type=float, default=10.0, help="seconds of each shared-room run")
     ap.add_argument("--agents", type=int, help="agents of each shared-room run (default the scenario's 24)")
@@ -147,6 +185,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="counting-bench-") as tmp:
         result = {"hook_news": hook_news(Path(tmp) / "hook", args.hook_runs),
                   "hook_news_in_process": news_in_process(Path(tmp) / "inproc", 10 * args.hook_runs),
+                  "store_calls_in_process": calls_in_process(Path(tmp) / "calls", args.rounds),
                   "shared_room": throughput(Path(tmp), args.pairs, args.duration, args.agents),
                   "load_average": os.getloadavg()}
     print(json.dumps(result, indent=1))

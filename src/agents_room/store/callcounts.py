@@ -45,9 +45,10 @@ LAST_BUCKET = 127
 OK = "ok"
 DENIED = "denied"
 _HEX = frozenset("0123456789abcdef")
-_log2 = math.log2
 # Counts ride at most one write transaction in this many seconds (see the module docstring).
 FLUSH_EVERY_S = 1.0
+# Calls noted before they are counted in memory anyway (a process that reads and seldom writes).
+_MAX_RAW = 10_000
 # A process serving many sessions (HTTP) remembers this many sessions' last call for gaps.
 _MAX_SESSIONS = 4096
 
@@ -97,6 +98,7 @@ class CallCounts:
         self._counts: dict[tuple[int, str, str, str], int] = {}
         self._gaps: dict[tuple[int, str, int], int] = {}
         self._last_end: dict[str, float] = {}  # session -> monotonic end of its last call
+        self._raw: list[tuple] = []  # calls noted, not yet counted (see count)
         self._flushing: tuple[dict, dict] | None = None
         self._flushed = -FLUSH_EVERY_S  # time.monotonic() of the last flush: the first write is due
         self._ids: set[str] = set()  # well-formed session ids seen (session_key's answer cached)
@@ -106,33 +108,48 @@ class CallCounts:
     @property
     def pending(self) -> bool:
         """Due to ride this write: something counted, and the last flush a while ago."""
-        return bool(self._counts) and time.monotonic() - self._flushed >= FLUSH_EVERY_S
+        return bool(self._raw or self._counts) and time.monotonic() - self._flushed >= FLUSH_EVERY_S
 
     def count(self, tool: str, session_id: Any, outcome: str, started: float, ended: float) -> None:
         """One call of ``tool`` by ``session_id`` (any value; see :func:`session_key`) ended
         ``outcome`` (``ok``, ``denied`` or an error code); ``started`` and ``ended`` are
         ``time.monotonic()`` readings around it. Never raises, never touches the store.
-        Every call of a busy agent pays this, so it reads the store's clock once a second
-        (the window), knows the ids it has checked, and takes the log of the gap inline."""
-        sid = session_id if session_id in self._ids else self._check(session_id)
+        Every call of a busy agent pays this, so it only notes the call (the store's clock read
+        once a second, for the window); the counting is done when the counts are written."""
         if ended >= self._recheck:
             self._window = int(self._now() // WINDOW_S) * WINDOW_S
             self._recheck = ended + 1.0
-        window = self._window
-        key = (window, sid, tool, outcome)
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + 1
+            self._raw.append((self._window, tool, session_id, outcome, started, ended))
+            if len(self._raw) >= _MAX_RAW:  # a process that seldom writes: count what it holds now
+                self._tally()
+
+    def rest(self, session_id: Any) -> None:
+        """The session waits by its harness's doing, not its own (the simulator holds its agents
+        between joining and the start): its next call starts no gap."""
+        with self._lock:
+            self._raw.append((0, None, session_id, None, 0.0, 0.0))
+
+    def _tally(self) -> None:
+        """The noted calls into counts per key and gaps per bucket (the lock held)."""
+        counts, gaps, last_end = self._counts, self._gaps, self._last_end
+        for window, tool, session_id, outcome, started, ended in self._raw:
+            sid = session_id if session_id in self._ids else self._check(session_id)
+            if tool is None:  # rest
+                last_end.pop(sid, None)
+                continue
+            key = (window, sid, tool, outcome)
+            counts[key] = counts.get(key, 0) + 1
             if not sid:
-                return
-            last = self._last_end.pop(sid, None)  # popped and put back: the dict stays in recency order
+                continue
+            last = last_end.pop(sid, None)  # popped and put back: the dict stays in recency order
             if last is not None:
-                gap_ms = (started - last) * 1000
-                b = 0 if gap_ms < FLOOR_MS else min(LAST_BUCKET, 1 + int(PER_OCTAVE * _log2(gap_ms / FLOOR_MS)))
-                gap = (window, sid, b)
-                self._gaps[gap] = self._gaps.get(gap, 0) + 1
-            elif len(self._last_end) >= _MAX_SESSIONS:
-                del self._last_end[next(iter(self._last_end))]
-            self._last_end[sid] = ended
+                gap = (window, sid, bucket((started - last) * 1000))
+                gaps[gap] = gaps.get(gap, 0) + 1
+            elif len(last_end) >= _MAX_SESSIONS:
+                del last_end[next(iter(last_end))]
+            last_end[sid] = ended
+        self._raw = []
 
     def _check(self, session_id: Any) -> str:
         sid = session_key(session_id)
@@ -140,16 +157,11 @@ class CallCounts:
             self._ids.add(sid)
         return sid
 
-    def rest(self, session_id: Any) -> None:
-        """The session waits by its harness's doing, not its own (the simulator holds its agents
-        between joining and the start): its next call starts no gap."""
-        with self._lock:
-            self._last_end.pop(session_key(session_id), None)
-
     def before_commit(self, tx: Any) -> None:
         """Inside a write transaction, just before its COMMIT: add what is counted. The engine
         calls :meth:`after_commit` with whether the COMMIT happened."""
         with self._lock:
+            self._tally()
             counts, gaps = self._counts, self._gaps
             self._counts, self._gaps = {}, {}
             self._flushing = (counts, gaps)
@@ -172,7 +184,7 @@ class CallCounts:
     def flush(self, db: Any) -> None:
         """At a clean close: what is still counted, in one small write of its own. Best
         effort: a store that is busy or gone keeps its counts unwritten, never fails a close."""
-        if not self._counts:
+        if not self._counts and not self._raw:
             return
         self._flushed = -FLUSH_EVERY_S  # due now
         try:
