@@ -21,7 +21,7 @@ def compare(f: Fitted, run: Traffic) -> dict[str, Any]:
     """Rows of figure, fitted value, the run's value and their ratio (run / fitted)."""
     mine = fitted(run)
     rows = [
-        _row("agents live at once", f.agents, mine.agents),
+        _row("agents live at once (all, not per agent)", f.agents, mine.agents),
         _row("calls per agent per second", f.calls_per_agent_s, mine.calls_per_agent_s),
         _row("think time mean", f.think_mean_ms, mine.think_mean_ms, "ms"),
         _row("think time cv", f.think_cv, mine.think_cv),
