@@ -60,6 +60,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if args.store is not None and (refused := _refuse_store(args, _fault_kinds(args.scenario))):
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
+        if args.scale is not None:  # a sweep's points are its own values; sweep agents= instead
+            print("sim: --scale applies to single runs, not --sweep (sweep agents=... instead)", file=sys.stderr)
+            return 2
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
             print("sim: --no-plots applies to single runs, not --sweep", file=sys.stderr)
             return 2

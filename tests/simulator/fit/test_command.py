@@ -58,3 +58,15 @@ def test_a_postgresql_store_is_fitted_with_its_counted_reads(pg_url: str, repo: 
     tools = dict(fitted.tools)
     assert tools["msg_unread"] == tools["lease_check"] == pytest.approx(10 / 27, abs=1e-3)
     assert dict(fitted.fanout) == {"broadcast": 1.0}
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--scale", "0"], "sim: invalid scenario: --scale: must be an integer from 1 to 100, got 0"),
+    (["--scale", "2", "--sweep", "agents=2,3"], "sim: --scale applies to single runs, not --sweep"),
+])
+def test_a_bad_scale_is_one_line_and_exit_2(tmp_path: Path, args: list[str], words: str) -> None:
+    smoke = Path(__file__).resolve().parents[3] / "scenarios" / "smoke.toml"
+    done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(smoke), "--out", str(tmp_path / "out"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith(words) and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "out").exists()
