@@ -182,7 +182,7 @@ class DirectDriver:
         answer = digest(f, args, result)
         denied = f == "lease_claim" and not answer["ok"]
         self._count(f, answer["session_id"] if f == "room_join" else args.get("session_id"),
-                    "denied" if denied else "ok", began)
+                    "denied" if denied else "ok", began)  # callcounts.DENIED, OK
         return answer
 
     def _count(self, f: str, session_id: Any, outcome: str, began: float) -> None:

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ..store import InvalidArgument, RoomError
 from ..store.bounds import shown
+from ..store.callcounts import DENIED, OK
 
 log = logging.getLogger("agents_room.server")
 
@@ -100,7 +101,7 @@ def counted(context: Any, tool: str, arguments: Mapping[str, Any], result: Any, 
         text = result.content[0].text if result.content else ""
         outcome = text.split(":", 1)[0] if ":" in text else "store_error"
     else:
-        outcome = "denied" if tool == "lease_claim" and answer.get("ok") is False else "ok"
+        outcome = DENIED if tool == "lease_claim" and answer.get("ok") is False else OK
     session = answer.get("session_id") if tool == "room_join" else arguments.get("session_id")
     calls.count(tool, session, outcome, started, time.monotonic())
 

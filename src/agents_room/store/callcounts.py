@@ -17,8 +17,8 @@ Rows (migrate_3.sql): ``call_counts(window_start, session_id, tool, outcome, n)`
 ``call_gaps(window_start, session_id, bucket, n)``, per minute of the store's clock. A
 bucket is a quarter octave of milliseconds (:func:`bucket`, :func:`bucket_ms`).
 
-Imports nothing the hook's news path does not load already (``threading``, ``math``,
-``os``): that path counts its reads too. ``AGENTS_ROOM_COUNT_CALLS=0`` turns counting off
+Imports nothing the hook's news path does not load already (``math``, ``os``, ``threading``,
+``time``): that path counts its reads too. ``AGENTS_ROOM_COUNT_CALLS=0`` turns counting off
 (an A/B switch for the benchmark; nothing is counted or written).
 """
 
