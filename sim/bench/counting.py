@@ -101,6 +101,29 @@ def news_in_process(folder: Path, runs: int) -> dict[str, Any]:
             "off_cpu_us": med["off"][1], "added_cpu_us": med["on"][1] - med["off"][1]}
 
 
+def count_cost(rounds: int = 20, calls: int = 5000) -> dict[str, Any]:
+    """CPU µs a counted call adds to its process: the two clock readings around it, noting it,
+    and its share of the tally when the counts are written (best and median of ``rounds``)."""
+    import time
+
+    from agents_room.store.callcounts import CallCounts
+    from agents_room.store.clock import Clock
+
+    clock = Clock()
+    counter = CallCounts(clock.now)
+    took = []
+    for _ in range(rounds):
+        c0 = time.thread_time_ns()
+        for _ in range(calls):
+            t = time.monotonic()
+            counter.count("lease_claim", "0123456789abcdef", "ok", t, time.monotonic())
+        with counter._lock:
+            counter._tally()
+        took.append((time.thread_time_ns() - c0) / 1e3 / calls)
+    took.sort()
+    return {"best_us_per_call": took[0], "median_us_per_call": took[len(took) // 2]}
+
+
 def calls_in_process(folder: Path, rounds: int, calls: int = 600) -> dict[str, Any]:
     """CPU µs per store call through the direct driver (the simulator's agents' server: it
     counts as ``agents-room serve`` does), a claim, an unread count and a release in turn, on
@@ -185,6 +208,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="counting-bench-") as tmp:
         result = {"hook_news": hook_news(Path(tmp) / "hook", args.hook_runs),
                   "hook_news_in_process": news_in_process(Path(tmp) / "inproc", 10 * args.hook_runs),
+                  "count_cost": count_cost(),
                   "store_calls_in_process": calls_in_process(Path(tmp) / "calls", args.rounds),
                   "shared_room": throughput(Path(tmp), args.pairs, args.duration, args.agents),
                   "load_average": os.getloadavg()}
