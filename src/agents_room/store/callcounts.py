@@ -9,7 +9,7 @@ the process's own write transactions, just before COMMIT (``Database.calls``): t
 with a write the process made anyway, or not at all if that write rolls back (then they are
 kept for the next). Not in every write: in the first one once ``FLUSH_EVERY_S`` has passed
 since the last (two upserts in every write cost a busy agent's store about a tenth of its CPU
-per call; once a second, nothing measurable). At a clean close, what is left goes in one small
+per call; once a second, within the noise of measuring it). At a clean close, what is left goes in one small
 write of its own (``flush``). A process killed outright loses what it counted since its last
 flush: ``sim fit`` says so.
 
