@@ -1,8 +1,7 @@
 """The agents-room store: the data and the rules, no MCP in sight.
 
-:class:`Store` has one method per operation of the protocol (the 18 tools, plus ``prune``
-and ``health``). Each validates its arguments, then runs exactly one transaction through
-the backend (:mod:`.sqlite`, or :mod:`.postgres` for a ``postgresql://`` location); the rules themselves live in one module per concept.
+:class:`Store` has one method per operation (the 18 tools, ``prune``, ``health``): it validates its arguments,
+then runs one transaction through the backend (:mod:`.sqlite`, :mod:`.postgres`); the rules: a module per concept.
 """
 
 from __future__ import annotations
@@ -109,14 +108,11 @@ class Store(WakeCalls):
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
     def __init__(self, db: Database, location: Location, host: str | None = None) -> None:
-        self.db = db
+        self.db, self.calls = db, callcounts.attach(db)  # its adapter counts calls here; None: off (callcounts.py)
         self.location = location
         # The host this process runs on: sessions it joins record it; liveness reads /proc
         # for that host's sessions only (store/hosts.py).
         self.host = host or host_id()
-        # The calls this process serves, counted by its adapter and added to the store inside
-        # its next write transaction (store/callcounts.py); None: counting is off.
-        self.calls = callcounts.attach(db)
 
     @classmethod
     def open(
@@ -156,10 +152,7 @@ class Store(WakeCalls):
         return self.db.clock
 
     def close(self) -> None:
-        """Close the store; what this process counted and has not written yet goes first,
-        in one small write (best effort: never fails the close)."""
-        if self.calls is not None:
-            self.calls.flush(self.db)
+        callcounts.flush(self.calls, self.db)  # what it counted and has not written yet, first
         self.db.close()
 
     def __enter__(self) -> Store:

@@ -194,6 +194,12 @@ class CallCounts:
             pass
 
 
+def flush(calls: CallCounts | None, db: Any) -> None:
+    """``calls.flush(db)`` when counting is on (a store's close)."""
+    if calls is not None:
+        calls.flush(db)
+
+
 def attach(db: Any, now: Callable[[], float] | None = None) -> CallCounts | None:
     """The counter whose counts ride ``db``'s write transactions (a new one, or the one it has
     already), or None when counting is off."""
