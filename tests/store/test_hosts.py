@@ -163,7 +163,7 @@ def test_a_version_1_sqlite_store_upgrades_and_its_sessions_are_this_machines(
     conn.close()
     monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "the-machine")
     with Store.open(location) as store:
-        assert store.health()["schema_version"] >= 2  # and on to the newest
+        assert store.health()["schema_version"] == SCHEMA_VERSION  # on to the newest
         assert rows(store, "SELECT id, host, gone_at FROM sessions") == [("00000000000000aa", "the-machine", None)]
         # Judged by this machine's /proc: its pid (this test) runs.
         assert [(m.liveness, m.host) for m in store.room_who()] == [("alive", "the-machine")]
@@ -182,7 +182,7 @@ def test_a_version_1_postgres_store_upgrades_and_its_sessions_host_stays_unknown
         conn.execute(_V1_SESSION.format(pid=os.getpid(), seen="extract(epoch FROM now()) - 3600"))
     monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "the-machine")
     with Store.open(location) as store:
-        assert store.health()["schema_version"] >= 2  # and on to the newest
+        assert store.health()["schema_version"] == SCHEMA_VERSION  # on to the newest
         assert rows(store, "SELECT id, host, gone_at FROM sessions") == [("00000000000000aa", None, None)]
         # Nobody recorded its host: this machine's /proc is no evidence (its pid runs here, by chance).
         assert [(m.liveness, m.host) for m in store.room_who()] == [("unknown", None)]
