@@ -13,6 +13,9 @@ SQLite and a bare MCP server (``sim bench``). docs/simulator.md is the manual.
         |
     report/    stats, plots -> report.md, report.json, *.png   (+ what each fault did)
 
+``fit/`` (``sim fit``) reads a store's own traffic into a scenario (with ``[fitted]``: the figures
+measured), and measures a run's store the same way for its report to compare.
+
 ``pipeline.py`` hands each stage's output to the next (``run_scenario``); ``cli.py`` is the
 ``sim`` command; ``bench/`` (``sim bench``, ``--sweep``, hook timing) stands beside.
 
@@ -20,7 +23,7 @@ SQLite and a bare MCP server (``sim bench``). docs/simulator.md is the manual.
 the place a ``[hosts]`` run runs in; the runner places each agent on its host.
 
 What each may import of sim, in this order, each only from those before it: ``scenario``
-and ``check`` nothing; ``hosts`` scenario; ``faults`` scenario, check; ``run`` + hosts, faults; ``report`` + run;
+and ``check`` nothing; ``fit`` scenario; ``hosts`` scenario; ``faults`` scenario, check; ``run`` + hosts, faults; ``report`` + run, fit;
 ``pipeline`` + report; ``bench`` + pipeline; ``cli`` everything. Each subpackage's
 ``__init__`` says so on its ``Imports from sim:`` line; tests/test_import_graph.py holds
 them to it and fails on any import cycle in sim/ or src/.

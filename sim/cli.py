@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--duration", type=float, metavar="S", help="seconds of work (overrides [run] duration_s)")
     run.add_argument("--agents", type=int, metavar="N", help="total agents, spread over the repos in proportion")
     run.add_argument("--seed", type=int, metavar="N", help="the workload seed (overrides [run] seed)")
+    run.add_argument("--scale", type=int, metavar="N", help="N times each repo's agents (after --agents), each "
+                     "behaving the same: a fitted scenario (sim fit) at N times its traffic")
     run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
                      "`agents-room serve` per agent over stdio")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
@@ -43,8 +45,10 @@ def _parser() -> argparse.ArgumentParser:
                      "read-only live dashboard of the run's store while the run goes (default 127.0.0.1:8766), and "
                      "print its URL")
     from .bench.bench import add_parser as add_bench
+    from .fit.command import add_parser as add_fit
 
     add_bench(sub)
+    add_fit(sub)
     return p
 
 
@@ -56,6 +60,9 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         if args.store is not None and (refused := _refuse_store(args, _fault_kinds(args.scenario))):
             print(f"sim: refusing --store: {refused}", file=sys.stderr)
             return 2
+        if args.scale is not None:  # a sweep's points are its own values; sweep agents= instead
+            print("sim: --scale applies to single runs, not --sweep (sweep agents=... instead)", file=sys.stderr)
+            return 2
         if args.no_plots:  # each point's plots are what the sweep's own figure is read beside
             print("sim: --no-plots applies to single runs, not --sweep", file=sys.stderr)
             return 2
@@ -64,7 +71,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
         return sweep_command(args, console)
     try:
         scenario = load(args.scenario).with_overrides(
-            duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver)
+            duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver, scale=args.scale)
     except ScenarioError as exc:
         # Plain stderr, never wrapped: the message names a file and a key to fix.
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)
@@ -169,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
         console = Console(width=120)
     if args.command == "run":
         return run_command(args, console)
+    if args.command == "fit":
+        from .fit.command import command as fit_command
+
+        return fit_command(args)
     if args.command == "bench":
         from .bench.bench import command as bench_command
 

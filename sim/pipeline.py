@@ -53,6 +53,19 @@ def _sessions_by_host(db: str) -> dict[str, int]:
         return {str(host): int(n) for host, n in tx.all("SELECT host, count(*) FROM sessions GROUP BY host")}
 
 
+def _against_fitted(scenario: Scenario, db: str, wall_start: float) -> dict[str, Any] | None:
+    """The run's own traffic beside the fitted figures (sim/fit/compare.py); None, with the
+    reason on stderr, if the run's store cannot be measured."""
+    from .fit.compare import compare
+    from .fit.traffic import measure
+
+    try:
+        return compare(scenario.fitted, measure(db, wall_start, wall_start + scenario.run.duration_s))  # type: ignore[arg-type]
+    except Exception:  # noqa: BLE001 (the comparison must not cost the run's report)
+        traceback.print_exc()
+        return None
+
+
 def run_scenario(scenario: Scenario, out: Path, *, live: bool = True, console: Any = None,
                  store: str | Path | None = None, with_plots: bool = True, on_tick: Sequence[Tick] = ()) -> Result:
     """One run. With ``[hosts]``: the simulated hosts and their PostgreSQL first (their store),
@@ -143,10 +156,13 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         if with_plots:
             data["plots"].append(hostreport.plot(data["hosts"], runner.layout.out, faults, outcome.start_ns,
                                                  scenario.run.duration_s))
+    if scenario.fitted is not None and outcome.drained is not None:
+        data["fit"] = _against_fitted(scenario, runner.layout.db, outcome.wall_start)
     outcome.timings["report_s"] = time.monotonic() - mark
     data["timings"] = outcome.timings
     # Which engine the run hammered, and where (a URL without its password).
     data["run"]["engine"], data["run"]["store"] = runner.layout.engine, shown(runner.layout.db)
+    data["run"]["wall_start"] = outcome.wall_start  # the start signal, Unix seconds (sim fit --since)
     report.save(runner.layout.out, data)
     met = all(e.met for e in expectations)
     code = {"valid": 0 if met else 1, "invalid": 1}.get(verdict, 2)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Clock, Store
+from agents_room.store.engines import SCHEMA_VERSION
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
 COMMANDS = ("serve", "dashboard", "who", "prune", "doctor", "copy")
@@ -132,7 +133,7 @@ def test_doctor_reports_the_store(db: Path, sessions: dict[str, str]) -> None:
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
     assert fields["path"].strip() == f"{db} (from --db)" and fields["journal_mode"].strip() == "wal"
-    assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == "2"
+    assert fields["quick_check"].strip() == "ok" and fields["schema_version"].strip() == str(SCHEMA_VERSION)
     assert "sessions 3" in fields["rows"] and "WAL" in fields["size"]
     health = json.loads(run("--db", str(db), "doctor", "--json").stdout)
     assert health["rows"]["sessions"] == 3 and health["journal_mode"] == "wal" and health["wal_bytes"] >= 0
@@ -144,7 +145,7 @@ def test_doctor_reports_a_postgresql_store(pg_url: str, repo: Path) -> None:
     report = run("--db", pg_url, "doctor")
     assert report.returncode == 0, report.stderr
     fields = dict(line.split(":", 1) for line in report.stdout.splitlines())
-    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == "2"
+    assert fields["engine"].strip() == "postgresql" and fields["schema_version"].strip() == str(SCHEMA_VERSION)
     assert fields["server_version"].strip()[:2].isdigit() and "sessions 1" in fields["rows"]
     health = json.loads(run("--db", pg_url, "doctor", "--json").stdout)
     assert health["engine"] == "postgresql" and health["rows"]["sessions"] == 1

@@ -27,14 +27,16 @@ TREES = {"agents_room": ROOT / "src" / "agents_room", "sim": ROOT / "sim"}
 SIM_MAY_IMPORT: dict[str, set[str]] = {
     "sim.scenario": set(),
     "sim.check": set(),
+    "sim.fit": {"sim.scenario"},
     "sim.hosts": {"sim.scenario"},
     "sim.faults": {"sim.scenario", "sim.check"},
     "sim.run": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults"},
-    "sim.report": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run"},
-    "sim.pipeline": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report"},
-    "sim.bench": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.pipeline"},
+    "sim.report": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.fit"},
+    "sim.pipeline": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.fit"},
+    "sim.bench": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.pipeline",
+                  "sim.fit"},
     "sim.cli": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.pipeline",
-                "sim.bench"},
+                "sim.bench", "sim.fit"},
     "sim": set(),  # sim/__init__.py: the map, no code
 }
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..run.drivers import STORE_FACTORY_ENV
-from . import hosts
+from . import fitted, hosts
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -212,6 +212,7 @@ def markdown(d: dict[str, Any]) -> str:
     lines += _checks(d["invariants"])
     lines += _fault_lines(d.get("fault_summary"))
     lines += hosts.lines(d.get("hosts"))
+    lines += fitted.lines(d.get("fit"))
     lines += ["## Operations", "",
               "| operation | count | ok | fail | info | ops/s | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms |",
               "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]

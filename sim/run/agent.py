@@ -346,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ready {agent.session}", flush=True)
         words = control.line()
         start_ns, end_ns = int(words[1]), int(words[2])
+        calls = getattr(getattr(agent.driver, "store", None), "calls", None)
+        if calls is not None:  # the wait for "go" is the runner's, not the agent's think time
+            calls.rest(agent.session)
         direct = agent.driver.name == "direct"
         cpu_go = self_cpu_s()
         store_go = agent.driver.cpu_s() if direct else children_cpu_s()

@@ -166,6 +166,7 @@ class DirectDriver:
 
     def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]:
         start = time.thread_time_ns()
+        began = time.monotonic()
         try:
             if f == "wake":
                 return self._wake(args)
@@ -174,10 +175,22 @@ class DirectDriver:
             else:
                 result = getattr(self.store, f)(**args)
         except self._room_error as exc:
+            self._count(f, args.get("session_id"), exc.code, began)
             raise OpError(exc.code, exc.text, "fail" if exc.definite else "info") from None
         finally:
             self._cpu_ns += time.thread_time_ns() - start
-        return digest(f, args, result)
+        answer = digest(f, args, result)
+        denied = f == "lease_claim" and not answer["ok"]
+        self._count(f, answer["session_id"] if f == "room_join" else args.get("session_id"),
+                    "denied" if denied else "ok", began)  # callcounts.DENIED, OK
+        return answer
+
+    def _count(self, f: str, session_id: Any, outcome: str, began: float) -> None:
+        """Count the call as a server counts its tool calls (store/callcounts.py): this driver
+        is the agent's server. A store of ``$SIM_STORE_FACTORY`` may have no counter."""
+        calls = getattr(self.store, "calls", None)
+        if calls is not None:
+            calls.count(f, session_id, outcome, began, time.monotonic())
 
     def _wake(self, args: dict[str, Any]) -> dict[str, Any]:
         """The agent's wake lever looks once: ``agents_room.wake.deliver`` for its session, as a

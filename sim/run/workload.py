@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..scenario.scenario import OpenLoop, Think, Workload
+from ..scenario.think import draw_ms
 
 # Operations that take SQLite's write lock (the rest are read transactions): the ones whose
 # longest latency is the "longest wait for the write lock" of the fairness table.
@@ -77,6 +78,8 @@ def think_time(think: Think, rng: random.Random) -> float:
         return 0.0
     if think.kind == "fixed":
         return think.mean_ms / 1000
+    if think.kind == "empirical":
+        return draw_ms(think.quantiles_ms, rng.random()) / 1000
     return rng.expovariate(1000 / think.mean_ms)
 
 

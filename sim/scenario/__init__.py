@@ -2,7 +2,9 @@
 
 - ``tables``: strict reading of one TOML table (``ScenarioError`` names the table and key);
 - ``faultplan``: the ``[faults]`` table, and when each planned fault is due (``schedule``);
-- ``scenario``: the whole file (``load``, ``parse``, ``to_toml``, overrides).
+- ``think``: ``[workload.think]``, the think-time distribution (an empirical one by its quantiles);
+- ``fitted``: ``[fitted]``, the traffic ``sim fit`` measured, for the report to compare;
+- ``scenario``: the whole file (``load``, ``parse``, overrides); ``totoml``: written back (``to_toml``).
 
 Imports from sim: nothing (the standard library only).
 """

@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agents_room.toml_lines import toml_value
-
 from . import faultplan
 from .faultplan import Faults
 from .hosts import HOST_KINDS, Hosts, check_hosts, hosts_to_dict, read_hosts
+from .fitted import Fitted, read_fitted
 from .tables import ScenarioError, Table, choice, integer, number
+from .think import Think, read_think
+from .totoml import to_toml
+
+__all__ = ["OPERATIONS", "Scenario", "ScenarioError", "Think", "load", "parse", "to_toml"]
 
 Driver = Literal["direct", "mcp"]
-ThinkKind = Literal["exponential", "fixed", "zero"]
 Mode = Literal["closed", "open"]
 
 # The operation mix: the weight names a scenario may use, in report order.
@@ -63,12 +65,6 @@ class Repo:
     tags: tuple[str, ...] = ()
     autonomy: str | None = None  # the level its agents join at; None: the store's default (or drawn, with rejoin)
     wake_lever: bool = False  # its agents join with a wake lever (the simulator's own; direct driver)
-
-
-@dataclass(frozen=True)
-class Think:
-    kind: ThinkKind = "exponential"
-    mean_ms: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +120,7 @@ class Scenario:
     description: str = ""
     faults: Faults = Faults()
     hosts: Hosts | None = None  # [hosts]: simulated hosts and one PostgreSQL (sim/hosts/)
+    fitted: Fitted | None = None  # [fitted]: the traffic `sim fit` measured, for the report to compare
     source: str = field(default="", compare=False)
 
     @property
@@ -145,13 +142,15 @@ class Scenario:
         out["expect"]["p99_ms"] = dict(self.expect.p99_ms)
         out["faults"] = faultplan.to_dict(self.faults)
         out["hosts"] = hosts_to_dict(self.hosts)
+        out.pop("fitted")  # written by fitted_to_toml, its own way
         return out
 
     def with_overrides(
         self, *, duration_s: float | None = None, agents: int | None = None, seed: int | None = None,
-        driver: str | None = None, hosts: int | None = None,
+        driver: str | None = None, hosts: int | None = None, scale: int | None = None,
     ) -> Scenario:
-        """The scenario as run: command-line overrides checked like the file's own values."""
+        """The scenario as run: command-line overrides checked like the file's own values.
+        ``scale``: that many times each repo's agents (after ``agents``), each behaving the same."""
         run = self.run
         if duration_s is not None:
             run = dataclasses.replace(run, duration_s=number("--duration", duration_s, 0.5, 86_400))
@@ -168,6 +167,10 @@ class Scenario:
         if agents is None and plan is not None and plan.agents_per_host:
             agents = plan.count * plan.agents_per_host
         repos = self.repos if agents is None else _spread(self.repos, integer("--agents", agents, 1, 512))
+        if scale is not None:
+            n = integer("--scale", scale, 1, 100)
+            repos = tuple(dataclasses.replace(r, agents=integer(f"--scale: repo {r.name}'s agents", r.agents * n, 0, 512))
+                          for r in repos)
         check_hosts(plan, self.faults.hosts, [k for k in self.faults.kinds() if k not in HOST_KINDS], run.duration_s)
         faultplan.check_fit(self.faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
         return dataclasses.replace(self, run=run, repos=repos, hosts=plan)
@@ -231,12 +234,7 @@ def _level(t: Table, key: str) -> str | None:
 
 
 def _read_workload(t: Table) -> Workload:
-    think_t = t.sub("think")
-    think = Think(
-        kind=think_t.choice("kind", Think.kind, ("exponential", "fixed", "zero")),
-        mean_ms=think_t.number("mean_ms", Think.mean_ms, 0, 600_000),
-    )
-    think_t.done()
+    think = read_think(t.sub("think"))
     mix_t = t.sub("mix")
     mix = tuple((k, mix_t.number(k, 0, 0, 1e6)) for k in MIX_KEYS if k in mix_t.data)
     mix_t.done()
@@ -318,6 +316,7 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     _check_wake(repos, workload, run)
     faults = faultplan.read(top.sub("faults"))
     faultplan.check_fit(faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
+    fitted = read_fitted(top.sub("fitted")) if "fitted" in top.data else None
     host_plan = read_hosts(top.sub("hosts"))
     check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
     top.done()
@@ -325,7 +324,7 @@ def parse(text: str, name: str = "scenario") -> Scenario:
         if key not in OPERATIONS and key != "all":
             raise ScenarioError(f"[expect.p99_ms] unknown operation {key!r}; one of all, {', '.join(OPERATIONS)}")
     scenario = Scenario(scenario_name, run, repos, workload, open_loop, expect, description, faults, host_plan,
-                        source=text)
+                        fitted, source=text)
     if host_plan is not None and host_plan.agents_per_host:  # the file's own count of agents per host
         scenario = dataclasses.replace(scenario, repos=_spread(repos, host_plan.count * host_plan.agents_per_host))
     return scenario
@@ -362,37 +361,3 @@ OPERATIONS = (
     "room_join", "room_who", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
     "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit", "wake",
 )
-
-
-# -- writing the scenario as run ----------------------------------------------------------------
-
-
-def _toml_table(header: str, values: dict[str, Any]) -> list[str]:
-    lines = [header] if header else []
-    lines += [f"{k} = {toml_value(v)}" for k, v in values.items() if v is not None and not isinstance(v, dict)]
-    return lines
-
-
-def to_toml(s: Scenario) -> str:
-    """The scenario as run, as TOML that :func:`parse` reads back to an equal scenario."""
-    d = s.to_dict()
-    lines = [f"# {s.name}: the scenario as run", *_toml_table("", {"name": s.name, "description": s.description})]
-    lines += ["", *_toml_table("[run]", d["run"])]
-    for repo in d["repos"]:
-        lines += ["", *_toml_table("[[repos]]", repo)]
-    workload = d["workload"]
-    lines += ["", *_toml_table("[workload]", workload)]
-    lines += ["", *_toml_table("[workload.think]", workload["think"])]
-    lines += ["", *_toml_table("[workload.mix]", workload["mix"])]
-    lines += ["", *_toml_table("[open_loop]", d["open_loop"])]
-    lines += ["", *_toml_table("[expect]", d["expect"])]
-    if d["expect"]["p99_ms"]:
-        lines += ["", *_toml_table("[expect.p99_ms]", d["expect"]["p99_ms"])]
-    if d["hosts"]:
-        lines += ["", *_toml_table("[hosts]", d["hosts"])]
-    if d["faults"]:
-        lines += ["", *_toml_table("[faults]", d["faults"])]
-        for kind, values in d["faults"].items():
-            if isinstance(values, dict):
-                lines += ["", *_toml_table(f"[faults.{kind}]", values)]
-    return "\n".join(lines) + "\n"

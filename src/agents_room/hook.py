@@ -345,6 +345,8 @@ def respond(data: dict[str, Any], path: str, event: str | None = None, *, news: 
     try:
         return answer(data, event, db, rules, keys, pids)
     finally:
+        if db.calls is not None:  # its count, if the event wrote nothing to carry it
+            db.calls.flush(db)
         db.close()
 
 

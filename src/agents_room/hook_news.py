@@ -4,6 +4,8 @@ Imported only on that path; the quiet path never loads this module."""
 
 from __future__ import annotations
 
+import time
+
 from .hook_store import store_modules
 
 # Annotations only: this path imports no typing (nor dataclasses, pathlib: see news_modules).
@@ -23,9 +25,15 @@ def answer(data: dict[str, Any], event: str, db: Any, rules: Any, keys: list[str
             pids: list[int]) -> dict[str, Any] | None:
     """What the store's hook rules (``rules``: the module ``store.news``) say to ``event`` of
     the session these keys or pids belong to, on the store's database ``db``."""
+    started = time.monotonic()
     session = rules.hook_session(db, keys, pids)
     if session is None:
         return None
+    # Counted before the event's own write, which carries the count (store/callcounts.py);
+    # the caller flushes it at close when that write did not happen.
+    calls = rules.callcounts.attach(db)
+    if calls is not None:
+        calls.count("hook_news", session.id, "ok", started, time.monotonic())
     if event in STOP_EVENTS:
         # stop_hook_active (Claude Code) and loop_count (Cursor) say this Stop ends a
         # continuation we caused: never block it again, so the agent cannot loop.

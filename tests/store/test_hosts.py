@@ -18,6 +18,7 @@ import pytest
 
 from agents_room.store import Store, StoreError
 from agents_room.store.hosts import ALIVE_WITHIN_S, host_id
+from agents_room.store.engines import SCHEMA_VERSION
 
 from .conftest import rows
 
@@ -162,7 +163,7 @@ def test_a_version_1_sqlite_store_upgrades_and_its_sessions_are_this_machines(
     conn.close()
     monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "the-machine")
     with Store.open(location) as store:
-        assert store.health()["schema_version"] == 2
+        assert store.health()["schema_version"] == SCHEMA_VERSION  # on to the newest
         assert rows(store, "SELECT id, host, gone_at FROM sessions") == [("00000000000000aa", "the-machine", None)]
         # Judged by this machine's /proc: its pid (this test) runs.
         assert [(m.liveness, m.host) for m in store.room_who()] == [("alive", "the-machine")]
@@ -181,7 +182,7 @@ def test_a_version_1_postgres_store_upgrades_and_its_sessions_host_stays_unknown
         conn.execute(_V1_SESSION.format(pid=os.getpid(), seen="extract(epoch FROM now()) - 3600"))
     monkeypatch.setenv("AGENTS_ROOM_HOST_ID", "the-machine")
     with Store.open(location) as store:
-        assert store.health()["schema_version"] == 2
+        assert store.health()["schema_version"] == SCHEMA_VERSION  # on to the newest
         assert rows(store, "SELECT id, host, gone_at FROM sessions") == [("00000000000000aa", None, None)]
         # Nobody recorded its host: this machine's /proc is no evidence (its pid runs here, by chance).
         assert [(m.liveness, m.host) for m in store.room_who()] == [("unknown", None)]
@@ -189,7 +190,7 @@ def test_a_version_1_postgres_store_upgrades_and_its_sessions_host_stays_unknown
 
 
 def test_several_processes_opening_an_old_store_at_once_migrate_it_once(location: str, engine: str) -> None:
-    """Every opener of a version 1 store races to migrate it; each must find version 2."""
+    """Every opener of a version 1 store races to migrate it; each must find the newest version."""
     from importlib import resources
 
     if engine == "sqlite":
@@ -211,4 +212,4 @@ def test_several_processes_opening_an_old_store_at_once_migrate_it_once(location
     procs = [subprocess.Popen([sys.executable, "-c", code, location], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(4)]
     outs = [p.communicate(timeout=60) for p in procs]
-    assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, outs, strict=True)] == [(0, "2")] * 4, outs
+    assert [(p.returncode, out.strip()) for p, (out, _) in zip(procs, outs, strict=True)] == [(0, str(SCHEMA_VERSION))] * 4, outs

@@ -6,6 +6,7 @@ by every agent). Errors are mapped in one place, :meth:`RoomServer.call_tool`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from ..identity import Identity, for_stdio
 from ..store import Clock, InvalidArgument, Store
 from . import tools
 from .tools import State
-from .failures import check_arguments, describe, tool_error
+from .failures import check_arguments, counted, describe, tool_error
 
 # The first line stands alone: Codex shows the model only the first line of a deferred
 # server's instructions, so it must say what the server is and where to start.
@@ -64,6 +65,7 @@ class RoomServer(MCPServer[State]):
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[State, Any] | None = None
     ) -> Any:
+        started, schema = time.monotonic(), None
         try:
             schema = self._schema(name)
             if schema is None:
@@ -73,7 +75,9 @@ class RoomServer(MCPServer[State]):
         except MCPError:
             raise
         except Exception as exc:
-            return tool_error(describe(name, exc))
+            result = tool_error(describe(name, exc))
+        if schema is not None:
+            counted(context, name, arguments, result, started)
         return result
 
 

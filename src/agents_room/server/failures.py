@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from pydantic import ValidationError
 
 from ..store import InvalidArgument, RoomError
 from ..store.bounds import shown
+from ..store.callcounts import DENIED, OK
 
 log = logging.getLogger("agents_room.server")
 
@@ -82,6 +84,26 @@ def describe(tool: str, exc: BaseException) -> str:
     log.error("%s failed unexpectedly", tool, exc_info=cause)
     first_line = (str(cause).splitlines() or [""])[0][:200]
     return f"store_error: unexpected {type(cause).__name__} in {tool}: {first_line}".rstrip(": ")
+
+
+def counted(context: Any, tool: str, arguments: Mapping[str, Any], result: Any, started: float) -> None:
+    """Count one call of ``tool`` in the store's :class:`~agents_room.store.callcounts.CallCounts`:
+    outcome ``ok``, ``denied`` (a claim answered ok=false) or the error's code (the text's
+    first word). Never fails the call it counts."""
+    try:
+        calls = context.request_context.lifespan_context.store.calls
+    except Exception:  # noqa: BLE001 (no request context: a call made in-process, nothing to count in)
+        return
+    if calls is None:
+        return
+    answer = getattr(result, "structured_content", None) or {}
+    if getattr(result, "is_error", False):
+        text = result.content[0].text if result.content else ""
+        outcome = text.split(":", 1)[0] if ":" in text else "store_error"
+    else:
+        outcome = DENIED if tool == "lease_claim" and answer.get("ok") is False else OK
+    session = answer.get("session_id") if tool == "room_join" else arguments.get("session_id")
+    calls.count(tool, session, outcome, started, time.monotonic())
 
 
 def tool_error(text: str) -> CallToolResult:

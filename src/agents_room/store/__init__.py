@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import bounds, leases, messages, overview, reads, rooms, sessions
+from . import bounds, callcounts, leases, messages, overview, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -59,7 +59,7 @@ class Store(WakeCalls):
     """One open store. Thread-safe; open one per process (never carry it across fork)."""
 
     def __init__(self, db: Database, location: Location, host: str | None = None) -> None:
-        self.db = db
+        self.db, self.calls = db, callcounts.attach(db)  # its adapter counts calls here; None: off (callcounts.py)
         self.location = location
         # The host this process runs on: sessions it joins record it; liveness reads /proc
         # for that host's sessions only (store/hosts.py).
@@ -91,6 +91,7 @@ class Store(WakeCalls):
         return self.db.clock
 
     def close(self) -> None:
+        callcounts.flush(self.calls, self.db)  # what it counted and has not written yet, first
         self.db.close()
 
     def __enter__(self) -> Store:

@@ -31,6 +31,8 @@ TABLES: tuple[tuple[str, str, str], ...] = (
     ("leases", "path, session_id, mode, token, ttl_s, acquired_at, expires_at", "token"),
     ("reads", "session_id, path, hash, read_at, read_seq, held_by_other", "read_seq"),
     ("events", "seq, at, session_id, kind, path, payload", "seq"),
+    ("call_counts", "window_start, session_id, tool, outcome, n", "window_start, session_id, tool, outcome"),
+    ("call_gaps", "window_start, session_id, bucket, n", "window_start, session_id, bucket"),
 )
 _PAGE = 5_000
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 
+from . import callcounts
 from .delivery import UNREAD_SQL, advance, news_sql
 
 TYPE_CHECKING = False

@@ -139,23 +139,32 @@ def translate(exc: BaseException, location: Location) -> RoomError:
 class _Write:
     """The context manager of :meth:`Database.write` (a class, as in store/sqlite/database.py)."""
 
-    __slots__ = ("db",)
+    __slots__ = ("db", "tx")
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.tx: Tx | None = None
 
     def __enter__(self) -> Tx:
-        return self.db._begin(self.db._write_begin)
+        self.tx = self.db._begin(self.db._write_begin)
+        return self.tx
 
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         db = self.db
+        calls = db.calls if kind is None and db.calls is not None and db.calls.pending else None
         try:
             if kind is None:
                 try:
+                    if calls is not None:  # store/callcounts.py: counts ride this write
+                        calls.before_commit(self.tx)
                     db.conn.execute("COMMIT")
+                    if calls is not None:
+                        calls.after_commit(True)
                     return
                 except BaseException as commit_exc:
                     exc = commit_exc
+                    if calls is not None:
+                        calls.after_commit(False)
             db._rollback()
             if isinstance(exc, psycopg.Error):
                 raise translate(exc, db.location) from exc
@@ -170,6 +179,7 @@ class Database:
     process's use of the connection."""
 
     engine = POSTGRESQL
+    calls: Any = None  # this process's call counts (store/callcounts.py), added before each COMMIT
 
     def __init__(self, location: Location, clock: Clock, busy_timeout_s: float) -> None:
         self.location = location

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..mailwait import MailWaiter
+    from ..callcounts import CallCounts
 
 
 @functools.cache
@@ -135,11 +136,12 @@ class _Write:
     turn out of ``_CHECKPOINT_TURNS``), then both turns are let go, and only then the WAL's
     bound, outside the turn."""
 
-    __slots__ = ("db", "admitted")
+    __slots__ = ("db", "admitted", "tx")
 
     def __init__(self, db: Database) -> None:
         self.db = db
         self.admitted = False
+        self.tx: Tx | None = None
 
     def __enter__(self) -> Tx:
         db = self.db
@@ -155,16 +157,24 @@ class _Write:
             if isinstance(exc, sqlite3.Error):
                 raise translate(exc, db.path) from exc
             raise
-        return Tx(db.conn, db.clock.now())
+        self.tx = Tx(db.conn, db.clock.now())
+        return self.tx
 
     def __exit__(self, kind: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         db = self.db
+        calls = db.calls if kind is None else None
         try:
             if kind is None:
                 try:
+                    if calls is not None and calls.pending:  # store/callcounts.py: counts ride this write
+                        calls.before_commit(self.tx)
+                    else:
+                        calls = None
                     db.conn.execute("COMMIT")
                 except BaseException as commit_exc:
                     exc = commit_exc
+                if calls is not None:
+                    calls.after_commit(exc is None)
             if exc is not None:
                 # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
                 # back: only roll back what is still open, never continue it.
@@ -199,6 +209,7 @@ class Database:
     of the connection (SQLite admits one writer at a time anyway)."""
 
     engine = SQLITE
+    calls: CallCounts | None = None  # this process's call counts, added before each COMMIT
 
     def __init__(self, path: str, clock: Clock, busy_timeout_s: float) -> None:
         self.path = path

@@ -1,0 +1,60 @@
+"""``sim fit STORE [--since T] [--until T] --out FILE.toml``: the store's traffic as a scenario
+file. Bad input is one line naming what was wrong, exit 2; nothing is written then."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from ..scenario.scenario import NAME_RE
+from .scenario_of import fit, render, seconds_of
+from .traffic import measure
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit", help="fit a scenario to a store's own traffic",
+                       description="Read a store's events and call counts and write a scenario that reproduces "
+                       "its traffic (numbers only, never a name): run it with `sim run FILE --scale N`.")
+    p.add_argument("store", metavar="STORE", help="a store file's path or a postgresql:// URL")
+    p.add_argument("--since", metavar="T", help="from this time (Unix seconds or ISO 8601; default: the first event)")
+    p.add_argument("--until", metavar="T", help="to this time (default: the last event or call)")
+    p.add_argument("--out", type=Path, required=True, metavar="FILE.toml", help="the scenario file to write; must not exist")
+
+
+def command(args: argparse.Namespace) -> int:
+    from agents_room.store import RoomError
+
+    try:
+        since = None if args.since is None else seconds_of(args.since, "--since")
+        until = None if args.until is None else seconds_of(args.until, "--until")
+        if since is not None and until is not None and until <= since:
+            raise ValueError(f"--until: {args.until!r} is not after --since {args.since!r}")
+    except ValueError as exc:
+        print(f"sim fit: {exc}", file=sys.stderr)
+        return 2
+    if args.out.exists():
+        print(f"sim fit: --out: {args.out} already exists; pick another file", file=sys.stderr)
+        return 2
+    if not args.out.parent.is_dir():
+        print(f"sim fit: --out: the folder {args.out.parent} does not exist", file=sys.stderr)
+        return 2
+    name = re.sub(r"[^a-z0-9._-]+", "-", args.out.stem.lower()).strip("-._")[:40] or "fitted"
+    if not NAME_RE.fullmatch(name):
+        name = "fitted"
+    try:
+        traffic = measure(args.store, since, until)
+        scenario = fit(traffic, name)
+    except RoomError as exc:
+        print(f"sim fit: {exc.text}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"sim fit: {exc}", file=sys.stderr)
+        return 2
+    args.out.write_text(render(traffic, scenario))
+    f = scenario.fitted
+    print(f"sim fit: {args.out}: {scenario.agents} agents in {len(scenario.repos)} repos, "
+          f"{f.calls_per_agent_s:.3g} calls per agent per second over {f.window_s:,.0f} s "  # type: ignore[union-attr]
+          f"({traffic.calls:,} calls, {traffic.sessions} sessions)")
+    return 0
