@@ -32,7 +32,7 @@ except ImportError as exc:  # the optional extra is not installed
     raise ImportError("the PostgreSQL backend needs psycopg 3: pip install 'agents-room[postgres]'") from exc
 
 from .clock import Clock
-from .errors import RoomError, StoreBusy, StoreError
+from .errors import RoomError, StoreBusy, StoreError, StoreUnreachable
 from .jsontext import compact_json
 from .location import Location
 
@@ -222,7 +222,8 @@ class Database:
                          f"SET idle_in_transaction_session_timeout = {_idle_in_write_ms(self.busy_timeout_s)}")
         except psycopg.Error as exc:
             words = _scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
-            raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
+            raise StoreUnreachable(f"the store is unreachable: cannot connect to PostgreSQL at {self.location}: "
+                                   f"{words}; nothing was done, and the next call tries to connect again") from exc
         self.conn = conn
         return conn
 
