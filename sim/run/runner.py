@@ -53,6 +53,7 @@ class AgentProc:
     # Set by whoever kills it on purpose (fault injection): its exit is then not a failure,
     # and it counts as done in every wait.
     expected_exit: bool = False
+    moved_at: float = 0.0  # monotonic time of its last "draining" line: it is making progress
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -174,6 +175,8 @@ class Runner:
                 self.tell(f"go {self.start_ns} {self.end_ns}", [proc])
         elif word == "stopped":
             proc.state = "stopped"
+        elif word == "draining":
+            proc.moved_at = time.monotonic()
         elif word == "drained":
             proc.state, proc.status = "drained", json.loads(rest)
         elif word == "error":
@@ -184,12 +187,16 @@ class Runner:
             proc.state = "exited"
             proc.error = proc.error or f"exited with code {proc.popen.wait()} (see logs/{proc.name}.g{proc.generation}.log)"
 
-    def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None) -> None:
+    def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None,
+                  stall_s: float | None = None) -> None:
+        """Until every agent is in ``states``; past ``deadline``, or, with ``stall_s``, past
+        ``stall_s`` after the last progress an agent reported, whichever is later, aborted."""
         while any(a.state not in states and a.state != "killed" for a in self.agents):
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
                 raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
-            if time.monotonic() > deadline:
+            limit = deadline if stall_s is None else max(deadline, max(a.moved_at for a in self.agents) + stall_s)
+            if time.monotonic() > limit:
                 late = [a.name for a in self.agents if a.state not in states and a.state != "killed"]
                 raise RunAborted(f"timed out {what}: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}")
             try:
@@ -280,7 +287,9 @@ class Runner:
                 progress.phase("draining inboxes")
                 mark = time.monotonic()
                 self.tell(f"drain {run.drain_timeout_s}")
-                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining", tick=self._hooks)
+                # Each agent gives up after drain_timeout_s without progress: wait while any moves.
+                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining", tick=self._hooks,
+                               stall_s=run.drain_timeout_s + 30)
                 self.timings["drain_s"] = time.monotonic() - mark
                 self.sample(progress, time.monotonic_ns(), start_ns)
             mark = time.monotonic()
@@ -297,7 +306,8 @@ class Runner:
         runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         live = [a for a in self.agents if a.state != "killed"]
         drained = all(a.status.get("drained") for a in live)
-        notes = [f"{a.name}: inbox not drained in time" for a in live if not a.status.get("drained")]
+        notes = [f"{a.name}: inbox not drained: {a.status.get('why') or 'no reason given'}" for a in live
+                 if not a.status.get("drained")]
         return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes, self.timings)
 
     def _drain_lines(self) -> None:
