@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
                      "and report.md are still written")
     run.add_argument("--sweep", type=not_empty, metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
                      "agents=8,16,32,64), then sweep.json, sweep.png and the knee; default driver mcp")
-    run.add_argument("--store", type=not_empty, metavar="PATH|URL", help="run against this store instead of a fresh one under --out: "
+    run.add_argument("--store", metavar="PATH|URL", help="run against this store instead of a fresh one under --out: "
                      "a SQLite file (an earlier run's; created if absent) or a PostgreSQL database, "
                      "postgresql://user@host/db (its schema created if empty); a store that is not a healthy "
                      "agents-room store, or one live agents use, is refused and left as it was")

@@ -54,6 +54,7 @@ class AgentProc:
     # and it counts as done in every wait.
     expected_exit: bool = False
     moved_at: float = 0.0  # monotonic time of its last "draining" line: it is making progress
+    spawned_at: float = field(default_factory=time.monotonic)
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -90,6 +91,7 @@ class Runner:
         self.on_tick: list[Callable[[Runner, int], None]] = []
         self.agent_config: dict[str, Any] = {}  # more keys for every agent's config (fault injection)
         self._samples = None
+        self._pg: Any = None  # sim/run/pgsample.py's sampler, on PostgreSQL
         self.timings: dict[str, float] = {}
         self.start_ns = self.end_ns = 0
 
@@ -189,16 +191,23 @@ class Runner:
 
     def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None,
                   stall_s: float | None = None) -> None:
-        """Until every agent is in ``states``; past ``deadline``, or, with ``stall_s``, past
-        ``stall_s`` after the last progress an agent reported, whichever is later, aborted."""
+        """Until every agent is in ``states``. Aborted past ``deadline``, unless something still
+        moves: with ``stall_s``, an agent reported progress within it; and a replacement still
+        starting (a loaded machine starts a process slowly) has its own start-up time."""
         while any(a.state not in states and a.state != "killed" for a in self.agents):
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
                 raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
-            limit = deadline if stall_s is None else max(deadline, max(a.moved_at for a in self.agents) + stall_s)
+            limit = max([deadline, *(a.spawned_at + self.scn.run.startup_timeout_s for a in self.agents
+                                     if a.state == "starting" and a.popen.poll() is None)])
+            if stall_s is not None:
+                limit = max(limit, max(a.moved_at for a in self.agents) + stall_s)
             if time.monotonic() > limit:
-                late = [a.name for a in self.agents if a.state not in states and a.state != "killed"]
-                raise RunAborted(f"timed out {what}: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}")
+                now = time.monotonic()
+                late = [f"{a.name} ({a.state} {now - a.spawned_at:.0f} s after its start)" for a in self.agents
+                        if a.state not in states and a.state != "killed"]
+                raise RunAborted(f"timed out {what}, nothing moving: {', '.join(late[:8])}"
+                                 f"{' ...' if len(late) > 8 else ''}")
             try:
                 self._handle(*self.lines.get(timeout=0.1))
             except queue.Empty:
@@ -230,7 +239,7 @@ class Runner:
         alive = sum(1 for a in self.agents if a.popen.poll() is None)
         counts = progress.poll()
         row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),
-               "wal_bytes": wal, "agents_alive": alive, **counts}
+               "wal_bytes": wal, "agents_alive": alive, **counts, **(self._pg.latest() if self._pg else {})}
         self._write_sample(row)
         return row
 
@@ -256,6 +265,10 @@ class Runner:
         self.timings = {"setup_s": time.monotonic() - t0}
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)
+        if self.layout.engine == "postgresql":  # the database's figures, in place of a WAL file's size
+            from .pgsample import PgSampler
+
+            self._pg = PgSampler(self.layout.db, run.sample_interval_s)
         progress = Progress(self.layout.history, scn, live=self.live)
         try:
             self.agents = [self.spawn(no) for no in range(scn.agents)]
@@ -298,6 +311,8 @@ class Runner:
             self.timings["exit_s"] = time.monotonic() - mark
         finally:
             self._samples.close()
+            if self._pg is not None:
+                self._pg.stop()
             for a in self.agents:
                 if a.popen.poll() is None:
                     a.popen.kill()
