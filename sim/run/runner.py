@@ -53,7 +53,7 @@ class AgentProc:
     # Set by whoever kills it on purpose (fault injection): its exit is then not a failure,
     # and it counts as done in every wait.
     expected_exit: bool = False
-    moved_at: float = 0.0  # monotonic time of its last "draining" line: it is making progress
+    moved_at: float = 0.0  # monotonic time of its last line (ready, stopped, draining ...): it moves
     spawned_at: float = field(default_factory=time.monotonic)
 
 
@@ -171,14 +171,13 @@ class Runner:
 
     def _handle(self, proc: AgentProc, line: str) -> None:
         word, _, rest = line.partition(" ")
+        proc.moved_at = time.monotonic()
         if word == "ready":
             proc.state, proc.session = "ready", rest
             if self.start_ns:  # a replacement started mid-run goes to work at once
                 self.tell(f"go {self.start_ns} {self.end_ns}", [proc])
         elif word == "stopped":
             proc.state = "stopped"
-        elif word == "draining":
-            proc.moved_at = time.monotonic()
         elif word == "drained":
             proc.state, proc.status = "drained", json.loads(rest)
         elif word == "error":
@@ -192,8 +191,9 @@ class Runner:
     def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None,
                   stall_s: float | None = None) -> None:
         """Until every agent is in ``states``. Aborted past ``deadline``, unless something still
-        moves: with ``stall_s``, an agent reported progress within it; and a replacement still
-        starting (a loaded machine starts a process slowly) has its own start-up time."""
+        moves: with ``stall_s``, an agent said something (ready, stopped, a drain's progress)
+        within it; and a replacement still starting (a loaded machine starts a process slowly)
+        has its own start-up time."""
         while any(a.state not in states and a.state != "killed" for a in self.agents):
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
@@ -295,7 +295,8 @@ class Runner:
                 self.sample(progress, time.monotonic_ns(), start_ns)
                 progress.phase("stopping")
                 mark = time.monotonic()
-                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping", tick=self._hooks)
+                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping", tick=self._hooks,
+                               stall_s=run.op_timeout_s + 30)
                 self.timings["stop_s"] = time.monotonic() - mark
                 progress.phase("draining inboxes")
                 mark = time.monotonic()
