@@ -12,30 +12,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from agents_room.parser import Parser, not_empty
 
+from .scenario.arguments import new_folder, number, scenario_file
 from .scenario.scenario import ScenarioError, load
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sim", description="Hammer one agents-room store with many agent processes "
-                                "and prove what happened.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = Parser(prog="sim", description="Hammer one agents-room store with many agent processes "
+               "and prove what happened.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a scenario, check the history, write the report",
                          description="Run SCENARIO (a TOML file, see docs/simulator.md) against a fresh store.")
-    run.add_argument("scenario", type=Path, help="the scenario file, e.g. scenarios/shared-room.toml")
-    run.add_argument("--out", type=Path, help="output folder (default reports/<scenario>-<UTC time>/); must not exist")
-    run.add_argument("--duration", type=float, metavar="S", help="seconds of work (overrides [run] duration_s)")
-    run.add_argument("--agents", type=int, metavar="N", help="total agents, spread over the repos in proportion")
-    run.add_argument("--seed", type=int, metavar="N", help="the workload seed (overrides [run] seed)")
-    run.add_argument("--scale", type=int, metavar="N", help="N times each repo's agents (after --agents), each "
-                     "behaving the same: a fitted scenario (sim fit) at N times its traffic")
+    run.add_argument("scenario", type=scenario_file, help="the scenario file, e.g. scenarios/shared-room.toml")
+    run.add_argument("--out", type=new_folder, help="output folder (default reports/<scenario>-<UTC time>/); must not exist")
+    run.add_argument("--duration", type=number(0.5, 86_400), metavar="S", help="seconds of work (overrides [run] duration_s)")
+    run.add_argument("--agents", type=number(1, 512, whole=True), metavar="N", help="total agents, spread over the repos in proportion")
+    run.add_argument("--seed", type=number(0, 2**63 - 1, whole=True), metavar="N", help="the workload seed (overrides [run] seed)")
+    run.add_argument("--scale", type=number(1, 100, whole=True), metavar="N", help="N times each repo's agents "
+                     "(after --agents), each behaving the same: a fitted scenario (sim fit) at N times its traffic")
     run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
                      "`agents-room serve` per agent over stdio")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots (seconds per run); report.json "
                      "and report.md are still written")
-    run.add_argument("--sweep", metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
+    run.add_argument("--sweep", type=not_empty, metavar="KEY=V1,V2,...", help="a capacity sweep: one run per value (e.g. "
                      "agents=8,16,32,64), then sweep.json, sweep.png and the knee; default driver mcp")
     run.add_argument("--store", metavar="PATH|URL", help="run against this store instead of a fresh one under --out: "
                      "a SQLite file (an earlier run's; created if absent) or a PostgreSQL database, "
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_command(args: argparse.Namespace, console: Console) -> int:
+def run_command(args: argparse.Namespace, console: Any) -> int:
     from .pipeline import run_scenario
     from .run.layout import default_out
 
@@ -98,8 +99,8 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
 
         try:
             watch = Dashboard(args.dashboard)
-        except InvalidArgument as exc:
-            print(f"sim: {exc}", file=sys.stderr)
+        except InvalidArgument as exc:  # the address's checks name it --http, agents-room's own flag
+            print(f"sim: invalid_argument: --dashboard: {exc.text.partition(': ')[2]}", file=sys.stderr)
             return 2
     try:
         result = run_scenario(scenario, out, live=not args.no_live, console=console, store=args.store,
@@ -170,7 +171,12 @@ class Dashboard:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # a bad option (said in one line) or --help: the code, as a return
+        return exc.code if isinstance(exc.code, int) else 2
+    from rich.console import Console  # only now: a refused command line says so at once
+
     console = Console()
     if not console.is_terminal:  # a log or a pipe: wide enough for the summary table
         console = Console(width=120)

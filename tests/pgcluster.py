@@ -122,12 +122,22 @@ class Cluster:
                          "-D", str(self.data))
         if done.returncode:
             raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
+        self.resume()
+
+    def resume(self) -> None:
+        """Start the server of an initialised cluster (again, after ``halt``)."""
         opts = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.sockets} "
                 f"-c fsync={'on' if self.fsync else 'off'} -c max_connections=300 -c shared_buffers=64MB")
         done = self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"), "-w", "start")
         if done.returncode:
             log = (self.root / "log").read_text() if (self.root / "log").exists() else ""
             raise RuntimeError(f"pg_ctl start failed: {done.stderr.strip()} {log[-2000:]}")
+
+    def halt(self) -> None:
+        """Stop the server as a crash would, keeping the cluster (``resume`` starts it again)."""
+        done = self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        if done.returncode:
+            raise RuntimeError(f"pg_ctl stop failed: {done.stderr.strip()}")
 
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")

@@ -128,3 +128,74 @@ def test_addresses() -> None:
     check_exposure(Address("0.0.0.0", 1), "token")
     with pytest.raises(InvalidArgument, match="AGENTS_ROOM_TOKEN"):
         check_exposure(Address("10.0.0.1", 1), None)
+
+
+CLIENT = """
+import asyncio, os, sys
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+async def main(url, token, pid):
+    headers = {"Authorization": f"Bearer {token}", "X-Agents-Room-Pid": pid, "X-Agents-Room-Host": "box-2"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http)) as c:
+            joined = await c.call_tool("room_join", {"label": "far", "harness_key": os.environ["AGENTS_ROOM_HARNESS_KEY"]})
+            print(joined.structured_content["session_id"] if not joined.is_error else joined.content[0].text, flush=True)
+            sys.stdin.readline()  # alive until killed
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else str(os.getpid())))
+"""
+
+
+def prune_on(host: str, db: Path) -> str:
+    env = {**os.environ, "AGENTS_ROOM_DB": str(db), "AGENTS_ROOM_HOST_ID": host}
+    done = subprocess.run([EXE, "prune", "--quiet-s", "0"], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_session_whose_client_names_its_process_is_pruned_on_its_host_once_that_is_gone(
+    tmp_path: Path, repo: Path
+) -> None:
+    import uuid
+
+    from agents_room.store import Store
+
+    db, port, key = tmp_path / "room.db", free_port(), str(uuid.uuid4())
+    env = {**os.environ, "AGENTS_ROOM_DB": str(db), "AGENTS_ROOM_TOKEN": TOKEN, "AGENTS_ROOM_HOST_ID": "box-1"}
+    server = subprocess.Popen([EXE, "serve", "--http", f"127.0.0.1:{port}"], cwd=repo, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/mcp"
+    agent = None
+    try:
+        wait_for_port(server, port)
+        # An agent on host box-2 (its process carries its harness key, as a harness's does).
+        agent = subprocess.Popen([sys.executable, "-c", CLIENT, url, TOKEN], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, env={**os.environ, "AGENTS_ROOM_HARNESS_KEY": key})
+        far = agent.stdout.readline().strip()
+        bad = subprocess.run([sys.executable, "-c", CLIENT, url, TOKEN, "-5"], input="\n", capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "AGENTS_ROOM_HARNESS_KEY": str(uuid.uuid4())})
+        assert bad.stdout.startswith("invalid_argument: X-Agents-Room-Pid: "), bad.stdout + bad.stderr
+        async with client(url) as c:  # a client that names no process: unknown, never pruned
+            anon = (await ok(c, "room_join", label="anon"))["session_id"]
+            who = {s["session_id"]: s for s in (await ok(c, "room_who"))["sessions"]}
+        assert (who[far]["pid"], who[far]["host"]) == (agent.pid, "box-2"), who[far]
+        assert who[anon]["pid"] is None and who[anon]["liveness"] == "unknown"
+
+        agent.kill()
+        agent.wait()
+        assert far not in prune_on("box-1", db)  # another host's process: not this host's to prove gone
+        assert far in prune_on("box-2", db)  # its own host proves it gone
+        with Store.open(db) as store:
+            live = {s.session_id for s in store.room_who()}
+        assert far not in live and anon in live
+    finally:
+        for proc in (agent, server):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        for pipe in (server.stderr, *((agent.stdin, agent.stdout) if agent else ())):
+            pipe.close()

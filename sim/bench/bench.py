@@ -35,7 +35,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agents_room.parser import not_empty
+
 from ..run.drivers import serve_command
+from ..scenario.arguments import new_folder, number
 from . import engines
 from .cells import Cell, combine
 
@@ -308,20 +311,20 @@ def add_parser(sub: Any) -> None:
                        description="Measure, side by side in one run: bare sqlite3 (the raw ceiling), the store, "
                        "`agents-room serve` over stdio and a bare MCP server; print the table with the ratios, "
                        "write bench.json and bench.png. See docs/performance.md.")
-    p.add_argument("--out", type=Path, help="output folder (default reports/bench-<UTC time>/); must not exist")
+    p.add_argument("--out", type=new_folder, help="output folder (default reports/bench-<UTC time>/); must not exist")
     p.add_argument("--procs", type=_counts("--procs"), default=(1, 4, 16, 64), metavar="N,N,...",
                    help="process counts for raw and store (default 1,4,16,64)")
     p.add_argument("--mcp-procs", type=_counts("--mcp-procs"), default=(4,), metavar="N,N,...",
                    help="agent counts for serve and bare, each agent a client process and its server (default 4)")
     p.add_argument("--seconds", type=_seconds("--seconds", 0.2), default=2.0, metavar="S",
                    help="measured seconds per window (default 2)")
-    p.add_argument("--rounds", type=int, default=3, metavar="N",
+    p.add_argument("--rounds", type=number(1, 100, whole=True), default=3, metavar="N",
                    help="windows per cell, alternating with the other side of the ratio (default 3)")
     p.add_argument("--warmup", type=_seconds("--warmup", 0.0), default=0.5, metavar="S",
                    help="warm-up before each window (default 0.5)")
     p.add_argument("--ops", type=_ops, default=OPS, metavar="OP,OP,...", help=f"operations (default {','.join(OPS)})")
-    p.add_argument("--hook-runs", type=int, default=50, metavar="N", help="runs of `agents-room hook` (0: skip)")
-    p.add_argument("--store", metavar="URL", help="postgresql://...: the store on SQLite and on PostgreSQL and "
+    p.add_argument("--hook-runs", type=number(0, 10_000, whole=True), default=50, metavar="N", help="runs of `agents-room hook` (0: skip)")
+    p.add_argument("--store", type=not_empty, metavar="URL", help="postgresql://...: the store on SQLite and on PostgreSQL and "
                    "PostgreSQL's raw ceiling at each of --procs instead (see sim/bench/engines.py)")
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
 
+from agents_room.parser import not_empty
+
+from ..scenario.arguments import new_file
 from ..scenario.scenario import NAME_RE
 from .scenario_of import fit, render, seconds_of
 from .traffic import measure
@@ -17,10 +19,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fit", help="fit a scenario to a store's own traffic",
                        description="Read a store's events and call counts and write a scenario that reproduces "
                        "its traffic (numbers only, never a name): run it with `sim run FILE --scale N`.")
-    p.add_argument("store", metavar="STORE", help="a store file's path or a postgresql:// URL")
+    p.add_argument("store", metavar="STORE", type=not_empty, help="a store file's path or a postgresql:// URL")
     p.add_argument("--since", metavar="T", help="from this time (Unix seconds or ISO 8601; default: the first event)")
     p.add_argument("--until", metavar="T", help="to this time (default: the last event or call)")
-    p.add_argument("--out", type=Path, required=True, metavar="FILE.toml", help="the scenario file to write; must not exist")
+    p.add_argument("--out", type=new_file, required=True, metavar="FILE.toml", help="the scenario file to write; must not exist")
 
 
 def command(args: argparse.Namespace) -> int:
@@ -34,12 +36,6 @@ def command(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"sim fit: {exc}", file=sys.stderr)
         return 2
-    if args.out.exists():
-        print(f"sim fit: --out: {args.out} already exists; pick another file", file=sys.stderr)
-        return 2
-    if not args.out.parent.is_dir():
-        print(f"sim fit: --out: the folder {args.out.parent} does not exist", file=sys.stderr)
-        return 2
     name = re.sub(r"[^a-z0-9._-]+", "-", args.out.stem.lower()).strip("-._")[:40] or "fitted"
     if not NAME_RE.fullmatch(name):
         name = "fitted"
@@ -47,7 +43,7 @@ def command(args: argparse.Namespace) -> int:
         traffic = measure(args.store, since, until)
         scenario = fit(traffic, name)
     except RoomError as exc:
-        print(f"sim fit: {exc.text}", file=sys.stderr)
+        print(f"sim fit: store {args.store}: {exc.text}", file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"sim fit: {exc}", file=sys.stderr)

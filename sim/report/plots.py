@@ -207,3 +207,36 @@ def wal_over_time(samples: list[dict[str, Any]], out: Path, faults: list[dict[st
     # Outside the axes, to the right of the second one's label: inside, it hid the line it names.
     ax.legend(lines[0] + lines2[0], lines[1] + lines2[1], loc="upper left", bbox_to_anchor=(1.08, 1.0))
     return save(fig, out, "wal.png")
+
+
+def postgres_over_time(samples: list[dict[str, Any]], out: Path, faults: list[dict[str, Any]], start_ns: int,
+                       duration_s: float) -> str | None:
+    """On PostgreSQL, in place of the WAL file's size: commits/s and WAL MiB/s above, the
+    connections and the sessions waiting for the write lock below (sim/report/postgres.py)."""
+    from .postgres import answered, rates
+
+    rows = answered(samples)
+    if len(rows) < 2:
+        return None
+    fig, (top, low) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
+    commits, wal = rates(rows, "pg_commits"), rates(rows, "pg_wal_bytes")
+    top.plot([t for t, _ in commits], [v for _, v in commits], color="tab:blue", lw=1.2, label="commits/s")
+    top.set_ylabel("commits/s")
+    top2 = top.twinx()
+    top2.plot([t for t, _ in wal], [v / 2**20 for _, v in wal], color="tab:purple", lw=1, label="WAL MiB/s")
+    top2.set_ylabel("WAL MiB/s")
+    top2.grid(False)
+    top.set_title("PostgreSQL: commits and WAL written; connections and write-lock waiters")
+    t = [r["t"] for r in rows]
+    low.step(t, [r["pg_connections"] for r in rows], where="post", color="tab:gray", lw=1.2, label="connections")
+    low.step(t, [r["pg_lock_waits"] for r in rows], where="post", color="tab:red", lw=1.2,
+             label="waiting for the write lock")
+    low.set_xlabel("seconds since start")
+    low.set_ylim(bottom=0)
+    for ax in (top, low):
+        ax.set_xlim(min(t[0], 0), max(t[-1], duration_s))
+        shade_faults(ax, faults, start_ns, duration_s)
+    handles = [h for ax in (top, top2) for h in ax.get_legend_handles_labels()[0]]
+    top.legend(handles, [h.get_label() for h in handles], loc="upper left", bbox_to_anchor=(1.08, 1.0))
+    low.legend(loc="upper left", bbox_to_anchor=(1.08, 1.0))
+    return save(fig, out, "postgres.png")

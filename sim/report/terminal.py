@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from . import fitted, hosts
+from . import postgres as pgreport
 from .writer import driver_words, ms_text
 
 
@@ -32,7 +33,8 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
     fair = d["fairness"]
     console.print(f"fairness: Jain {fair['jain']:.3f}, fewest {fair['fewest'][1]:,}, most {fair['most'][1]:,}, "
                   f"longest write wait {ms_text(fair['longest_wait_ms'])} ms; store_busy {d['store_busy']:,}; "
-                  f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB")
+                  + (pgreport.line(d["postgres"]) if d.get("postgres") else
+                     f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB"))
     for e in d["expect"]:
         if not e["met"]:
             console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(e['actual'])} (required {escape(e['bound'])})")

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..run.drivers import STORE_FACTORY_ENV
 from . import fitted, hosts
+from . import postgres as pgreport
 from .stats import Expectation, Stats
 
 MAX_LISTED = 50
@@ -82,7 +83,8 @@ def _draw(out: Path, figures: Stats, events: list[Any], samples: list[dict[str, 
         lambda: plots.ops_per_agent(figures, out, repo_of),
         lambda: plots.lease_timeline(events, out, outcome.wall_start, figures.duration_s, faults=faults,
                                       start_ns=outcome.start_ns),
-        lambda: plots.wal_over_time(samples, out, faults, outcome.start_ns, figures.duration_s),
+        lambda: (plots.postgres_over_time if pgreport.answered(samples) else plots.wal_over_time)(
+            samples, out, faults, outcome.start_ns, figures.duration_s),
     )]
 
 
@@ -116,6 +118,7 @@ def build(out: Path, *, scenario: Any, verdict: str, check: Any, figures: Stats,
         "store_busy": figures.store_busy,
         "late": figures.late,
         "wal": {"max_bytes": wal_max, "final_bytes": wal_final},
+        "postgres": pgreport.summary(samples),  # None on SQLite
         "integrity": integrity,
         "violations": violations,
         "invariants": check_d,
@@ -252,10 +255,12 @@ def markdown(d: dict[str, Any]) -> str:
               f"Fewest: {fair['fewest'][0]} with {fair['fewest'][1]:,}; most: {fair['most'][0]} with {fair['most'][1]:,}. "
               f"Longest wait for a write: **{ms_text(fair['longest_wait_ms'])} ms** ({fair['longest_wait']}).", "",
               *_img(d, "agents.png", "operations per agent")]
-    lines += ["## Store", "",
-              f"WAL: largest {d['wal']['max_bytes'] / 2**20:.1f} MiB during the run, {d['wal']['final_bytes'] / 2**20:.1f} MiB "
-              f"at the end. {run['events']:,} events; {run['history_records']:,} history records; "
-              f"{run['drain_ops']:,} reads in the final drain.", "", *_img(d, "wal.png", "WAL size")]
+    store = (pgreport.words(d["postgres"]) if d.get("postgres") else
+             f"WAL: largest {d['wal']['max_bytes'] / 2**20:.1f} MiB during the run, "
+             f"{d['wal']['final_bytes'] / 2**20:.1f} MiB at the end.")
+    lines += ["## Store", "", f"{store} {run['events']:,} events; {run['history_records']:,} history records; "
+              f"{run['drain_ops']:,} reads in the final drain.", "",
+              *(_img(d, "postgres.png", "PostgreSQL") if d.get("postgres") else _img(d, "wal.png", "WAL size"))]
     lines += ["## What the harness costs", "", _cost_words(c), ""]
     lines += ["## Plots", "", *_img(d, "latency.png", "latency over time"),
               *_img(d, "throughput.png", "throughput over time"), *_img(d, "percentiles.png", "percentiles"),

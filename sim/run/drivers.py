@@ -335,7 +335,14 @@ async def _http_client(url: str, token: str, timeout_s: float) -> Any:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s) as http:
+    from agents_room.identity import HOST_HEADER, PID_HEADER
+
+    # The agent's process and host, so that a prune on its host can prove it gone once it is
+    # killed (agents_room/identity.py): a shared server cannot learn them otherwise.
+    headers = {"Authorization": f"Bearer {token}", PID_HEADER: str(os.getpid())}
+    if os.environ.get("AGENTS_ROOM_HOST_ID"):
+        headers[HOST_HEADER] = os.environ["AGENTS_ROOM_HOST_ID"]
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout_s) as http:
         async with Client(streamable_http_client(url, http_client=http)) as client:
             yield client
 

@@ -53,6 +53,8 @@ class AgentProc:
     # Set by whoever kills it on purpose (fault injection): its exit is then not a failure,
     # and it counts as done in every wait.
     expected_exit: bool = False
+    moved_at: float = 0.0  # monotonic time of its last line (ready, stopped, draining ...): it moves
+    spawned_at: float = field(default_factory=time.monotonic)
 
 
 # -- the run -----------------------------------------------------------------------------------
@@ -89,6 +91,7 @@ class Runner:
         self.on_tick: list[Callable[[Runner, int], None]] = []
         self.agent_config: dict[str, Any] = {}  # more keys for every agent's config (fault injection)
         self._samples = None
+        self._pg: Any = None  # sim/run/pgsample.py's sampler, on PostgreSQL
         self.timings: dict[str, float] = {}
         self.start_ns = self.end_ns = 0
 
@@ -168,6 +171,7 @@ class Runner:
 
     def _handle(self, proc: AgentProc, line: str) -> None:
         word, _, rest = line.partition(" ")
+        proc.moved_at = time.monotonic()
         if word == "ready":
             proc.state, proc.session = "ready", rest
             if self.start_ns:  # a replacement started mid-run goes to work at once
@@ -184,14 +188,26 @@ class Runner:
             proc.state = "exited"
             proc.error = proc.error or f"exited with code {proc.popen.wait()} (see logs/{proc.name}.g{proc.generation}.log)"
 
-    def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None) -> None:
+    def _wait_for(self, states: set[str], deadline: float, what: str, tick: Callable[[], None] | None = None,
+                  stall_s: float | None = None) -> None:
+        """Until every agent is in ``states``. Aborted past ``deadline``, unless something still
+        moves: with ``stall_s``, an agent said something (ready, stopped, a drain's progress)
+        within it; and a replacement still starting (a loaded machine starts a process slowly)
+        has its own start-up time."""
         while any(a.state not in states and a.state != "killed" for a in self.agents):
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
                 raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
-            if time.monotonic() > deadline:
-                late = [a.name for a in self.agents if a.state not in states and a.state != "killed"]
-                raise RunAborted(f"timed out {what}: {', '.join(late[:8])}{' ...' if len(late) > 8 else ''}")
+            limit = max([deadline, *(a.spawned_at + self.scn.run.startup_timeout_s for a in self.agents
+                                     if a.state == "starting" and a.popen.poll() is None)])
+            if stall_s is not None:
+                limit = max(limit, max(a.moved_at for a in self.agents) + stall_s)
+            if time.monotonic() > limit:
+                now = time.monotonic()
+                late = [f"{a.name} ({a.state} {now - a.spawned_at:.0f} s after its start)" for a in self.agents
+                        if a.state not in states and a.state != "killed"]
+                raise RunAborted(f"timed out {what}, nothing moving: {', '.join(late[:8])}"
+                                 f"{' ...' if len(late) > 8 else ''}")
             try:
                 self._handle(*self.lines.get(timeout=0.1))
             except queue.Empty:
@@ -223,7 +239,7 @@ class Runner:
         alive = sum(1 for a in self.agents if a.popen.poll() is None)
         counts = progress.poll()
         row = {"kind": "sample", "time": now_ns, "t": (now_ns - start_ns) / 1e9, "wall": time.time(),
-               "wal_bytes": wal, "agents_alive": alive, **counts}
+               "wal_bytes": wal, "agents_alive": alive, **counts, **(self._pg.latest() if self._pg else {})}
         self._write_sample(row)
         return row
 
@@ -249,6 +265,10 @@ class Runner:
         self.timings = {"setup_s": time.monotonic() - t0}
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)
+        if self.layout.engine == "postgresql":  # the database's figures, in place of a WAL file's size
+            from .pgsample import PgSampler
+
+            self._pg = PgSampler(self.layout.db, run.sample_interval_s)
         progress = Progress(self.layout.history, scn, live=self.live)
         try:
             self.agents = [self.spawn(no) for no in range(scn.agents)]
@@ -275,12 +295,15 @@ class Runner:
                 self.sample(progress, time.monotonic_ns(), start_ns)
                 progress.phase("stopping")
                 mark = time.monotonic()
-                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping", tick=self._hooks)
+                self._wait_for({"stopped"}, mark + run.op_timeout_s + 30, "stopping", tick=self._hooks,
+                               stall_s=run.op_timeout_s + 30)
                 self.timings["stop_s"] = time.monotonic() - mark
                 progress.phase("draining inboxes")
                 mark = time.monotonic()
                 self.tell(f"drain {run.drain_timeout_s}")
-                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining", tick=self._hooks)
+                # Each agent gives up after drain_timeout_s without progress: wait while any moves.
+                self._wait_for({"drained"}, mark + run.drain_timeout_s + 30, "draining", tick=self._hooks,
+                               stall_s=run.drain_timeout_s + 30)
                 self.timings["drain_s"] = time.monotonic() - mark
                 self.sample(progress, time.monotonic_ns(), start_ns)
             mark = time.monotonic()
@@ -289,6 +312,8 @@ class Runner:
             self.timings["exit_s"] = time.monotonic() - mark
         finally:
             self._samples.close()
+            if self._pg is not None:
+                self._pg.stop()
             for a in self.agents:
                 if a.popen.poll() is None:
                     a.popen.kill()
@@ -297,7 +322,8 @@ class Runner:
         runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         live = [a for a in self.agents if a.state != "killed"]
         drained = all(a.status.get("drained") for a in live)
-        notes = [f"{a.name}: inbox not drained in time" for a in live if not a.status.get("drained")]
+        notes = [f"{a.name}: inbox not drained: {a.status.get('why') or 'no reason given'}" for a in live
+                 if not a.status.get("drained")]
         return Outcome(start_ns, end_ns, self.agents, drained, wall_start, runner_cpu, notes, self.timings)
 
     def _drain_lines(self) -> None:

@@ -43,6 +43,23 @@ def open_store(args: argparse.Namespace, *, create: bool = True) -> Store:
     return Store.open(location(args), create=create)
 
 
+def open_store_or_wait(args: argparse.Namespace, *, create: bool = True) -> Store:
+    """The store of a server (``serve``, ``dashboard``): opened now, or, when its database
+    cannot be reached yet, a stand-in that opens it at the first call that finds it up
+    (store/late.py). A harness does not restart a server that died at start. Every other
+    refusal (a bad location, a file that is not a store) still stops the command here."""
+    from .store import Store
+    from .store.errors import StoreUnreachable
+    from .store.late import LateStore
+
+    where = location(args)
+    try:
+        return Store.open(where, create=create)
+    except StoreUnreachable as exc:
+        print(f"agents-room: {exc.text}; serving anyway: every call tries the store again", file=sys.stderr)
+        return LateStore(where, create=create)  # type: ignore[return-value]  # a Store once opened
+
+
 def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
 
@@ -61,8 +78,8 @@ def serve(args: argparse.Namespace) -> int:
         address = http.parse_address(args.http)
         http.check_exposure(address, token)
     # Open before importing the server (mcp takes seconds to import): a file that is not a
-    # store is refused at once, before anything is served.
-    store = open_store(args)
+    # store is refused at once, before anything is served; a database that is down is not.
+    store = open_store_or_wait(args)
     from .server import build_server
 
     from . import wake
@@ -117,7 +134,7 @@ def dashboard(args: argparse.Namespace) -> int:
     token = os.environ.get("AGENTS_ROOM_TOKEN") or None
     address = http.parse_address(args.http)
     http.check_exposure(address, token)
-    store = open_store(args, create=False)  # only looks: never creates, never writes
+    store = open_store_or_wait(args, create=False)  # only looks: never creates, never writes
     import anyio
 
     from .dashboard import web

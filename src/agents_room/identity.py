@@ -115,3 +115,29 @@ def for_http(env: Mapping[str, str] | None = None) -> Identity:
     key unless the agent passes them."""
     env = os.environ if env is None else env
     return Identity(project_dir(env), None, "unknown", None)
+
+
+# What an HTTP client may say of its agent's process (a stdio server learns it from its parent):
+# the pid of the agent's process, and the host it runs on (``$AGENTS_ROOM_HOST_ID`` or the
+# machine id; default the server's). With them the session's liveness is judged on that host
+# like a stdio session's, so ``agents-room prune`` run there removes it once the process is gone.
+PID_HEADER = "x-agents-room-pid"
+HOST_HEADER = "x-agents-room-host"
+_PID_MAX = 1 << 22  # the kernel's largest pid_max
+
+
+def agent_process(headers: Mapping[str, str] | None) -> tuple[int | None, str | None]:
+    """The (pid, host) an HTTP request's headers state, each None when not sent. Raises
+    ``InvalidArgument`` naming the header for a malformed value."""
+    from .store import InvalidArgument
+    from .store.hosts import checked_host
+
+    if not headers:
+        return None, None
+    pid_text, host = headers.get(PID_HEADER), headers.get(HOST_HEADER)
+    pid = None
+    if pid_text is not None:
+        if not (pid_text.isascii() and pid_text.isdigit() and 0 < int(pid_text) <= _PID_MAX):
+            raise InvalidArgument("X-Agents-Room-Pid", f"must be a process id (1..{_PID_MAX}), got {pid_text[:40]!r}")
+        pid = int(pid_text)
+    return pid, None if host is None else checked_host(host, "X-Agents-Room-Host")

@@ -43,6 +43,10 @@ def _schema_change(store: Store, done_when: str, statements: list[str]) -> None:
             tx.execute(statement)
 
 
+def _on_postgresql(store: Store) -> bool:
+    return getattr(store.db, "engine", "sqlite") == "postgresql"
+
+
 # -- a delivery inserted twice --------------------------------------------------------------------
 
 
@@ -51,6 +55,10 @@ def duplicate_delivery(db: Path, busy_timeout_s: float) -> Store:
     recipient twice; with no primary key on deliveries, both rows go in."""
     rewrite(messages, "_peers", "SELECT DISTINCT m2.session_id", "SELECT m2.session_id")
     store = Store.open(db, busy_timeout_s=busy_timeout_s)
+    if _on_postgresql(store):  # the same loss of the key, in PostgreSQL's words
+        _schema_change(store, "SELECT count(*) = 0 FROM pg_constraint WHERE conname = 'deliveries_pkey' "
+                       "AND conrelid = 'deliveries'::regclass", ["ALTER TABLE deliveries DROP CONSTRAINT deliveries_pkey"])
+        return store
     _schema_change(store, "SELECT 1 FROM sqlite_master WHERE name = 'deliveries_recipient'",
                    _NO_KEY)
     return store
@@ -103,6 +111,10 @@ def backward_delivery(db: Path, busy_timeout_s: float) -> Store:
     rewrite(messages, "recv", 'advance(tx, session.id, [m.id for m in messages], "read")',
             "mark_read_through(tx, session.id, messages[-1].id)")
     store = Store.open(db, busy_timeout_s=busy_timeout_s)
+    if _on_postgresql(store):
+        _schema_change(store, "SELECT count(*) = 0 FROM pg_trigger WHERE tgname = 'deliveries_forward_only' "
+                       "AND tgrelid = 'deliveries'::regclass", ["DROP TRIGGER deliveries_forward_only ON deliveries"])
+        return store
     _schema_change(store, "SELECT count(*) = 0 FROM sqlite_master WHERE name = 'deliveries_forward_only'",
                    ["DROP TRIGGER deliveries_forward_only"])
     return store

@@ -3,11 +3,14 @@ lease and delivery mutants, oracle.toml for the oracle's) against it many times 
 often it is caught (verdict ``invalid``, exit 1, its invariants violated, nothing else).
 
     .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--ci] [--control]
-        [--engine postgresql]
+        [--engine postgresql] [--family lease-delivery]
 
 Each run is a fresh ``sim run`` with its own seed (``--seed-from`` + run number), so the rates
 cover many interleavings, not one. ``--engine postgresql``: every run on a fresh schema of a
-throwaway PostgreSQL cluster (tests/pgcluster.py) started for the rates and stopped after.
+throwaway PostgreSQL cluster (tests/pgcluster.py) started for the rates and stopped after;
+there, unless ``--mutant`` or ``--family`` say otherwise, the lease and delivery mutants (those
+of regression.toml, the scenario the default test run also runs on PostgreSQL) and the control.
+``--family lease-delivery`` picks those on either engine.
 ``--control`` adds as many runs of the shipped store, which must all be ``valid``. Prints one
 line per run, then a table; ``--json FILE`` keeps every run. A miss in a run that did too little
 work to show anything (``matrix.starved``: valid with fewer than 200 claims) still counts as a
@@ -40,7 +43,7 @@ def _line(name: str, seed: int, got: dict) -> str:
             f"{got['violations']} claims {got['claims']} ({got['wall_s']:.0f} s)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--jobs", type=int, default=2)
@@ -53,11 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
     p.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
+    p.add_argument("--family", choices=("all", "lease-delivery"), help="which mutants: all (the default on "
+                   "SQLite), or the lease and delivery mutants, regression.toml's (the default on PostgreSQL, "
+                   "with --control)")
     p.add_argument("--jsonl", type=Path, help="append each run as one JSON line the moment it ends (a long "
                    "measurement stopped early keeps what it finished)")
     p.add_argument("--table", type=Path, metavar="JSONL", help="run nothing: print the Markdown table of the "
                    "runs a --jsonl file kept (docs/simulator.md's)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     if args.table:
         print(table([json.loads(line) for line in args.table.read_text().splitlines() if line.strip()]))
         return 0
@@ -73,11 +83,20 @@ def main(argv: list[str] | None = None) -> int:
         return _rates(args)
 
 
-def _rates(args: argparse.Namespace) -> int:
+def select(args: argparse.Namespace) -> list[Mutant | None]:
+    """The stores the rates run: the mutants asked for, then ``None`` (the shipped store, the
+    control) when asked for, and always on PostgreSQL unless mutants were named one by one."""
+    family = args.family or ("lease-delivery" if args.engine == "postgresql" and not args.mutant else "all")
     chosen: list[Mutant | None] = [m for m in MUTANTS if (not args.mutant or m.name in args.mutant)
-                                   and (not args.ci or m.ci)]
-    if args.control:
+                                   and (not args.ci or m.ci)
+                                   and (family == "all" or m.scenario.name == REGRESSION.name)]
+    if args.control or (args.engine == "postgresql" and not args.mutant):
         chosen.append(None)
+    return chosen
+
+
+def _rates(args: argparse.Namespace) -> int:
+    chosen = select(args)
     jobs = [(m, i) for i in range(args.runs) for m in chosen]  # run by run: stopped early, each has as many
     lock = threading.Lock()
 
@@ -90,7 +109,7 @@ def _rates(args: argparse.Namespace) -> int:
                           seed=args.seed_from + i, store=args.store())
             got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,
                    "verdict": run.verdict, "violations": run.violations, "wall_s": run.wall_s,
-                   "claims": claims(run), "starved": starved(run),
+                   "claims": claims(run), "starved": starved(run), "engine": run.report.get("run", {}).get("engine"),
                    "ok": caught(m, run) if m else (run.verdict == "valid" and run.exit == 0)}
             print(_line(name, got["seed"], got), flush=True)
             if args.jsonl:

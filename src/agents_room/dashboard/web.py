@@ -105,6 +105,8 @@ def build(store: Store, address: Address, token: str | None) -> ASGIApp:
             _, text = await anyio.to_thread.run_sync(snapshots.get, _room(request))
         except InvalidArgument as exc:
             return JSONResponse({"error": str(exc)}, status_code=400, headers=HEADERS)
+        except RoomError as exc:  # the store is busy or down: say so; the next request tries again
+            return JSONResponse({"error": str(exc)}, status_code=503, headers=HEADERS)
         return Response(text, media_type="application/json", headers=HEADERS)
 
     async def events(request: Request) -> Response:

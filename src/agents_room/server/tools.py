@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
-from ..identity import Identity
+from ..identity import Identity, agent_process
 from ..store import Store
 from ..store.jsontext import compact_json
 
@@ -142,9 +142,12 @@ def room_join(
     Errors: invalid_argument: <field> names the malformed argument."""
     s = _state(ctx)
     me = s.identity
+    pid, host = me.pid, None
+    if pid is None:  # a shared (HTTP) server: the client may name its agent's process (identity.py)
+        pid, host = agent_process(getattr(getattr(ctx.request_context, "request", None), "headers", None))
     joined = plain(s.store.room_join(
-        cwd=me.cwd, pid=me.pid, room=room, extra_rooms=extra_rooms, label=label, tags=tags, autonomy=autonomy,
-        harness=harness or me.harness, harness_key=harness_key or me.harness_key, wake_lever=s.wake_lever,
+        cwd=me.cwd, pid=pid, room=room, extra_rooms=extra_rooms, label=label, tags=tags, autonomy=autonomy,
+        harness=harness or me.harness, harness_key=harness_key or me.harness_key, wake_lever=s.wake_lever, host=host,
     ))
     return {**joined, "store": s.store.path}
 

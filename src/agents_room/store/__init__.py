@@ -125,9 +125,9 @@ class Store(WakeCalls):
     def room_join(
         self, *, cwd: str, pid: int | None, room: Any = None, extra_rooms: Any = None, label: Any = None,
         tags: Any = None, autonomy: Any = None, harness: Any = None, harness_key: Any = None,
-        wake_lever: str | None = None,
+        wake_lever: str | None = None, host: str | None = None,
     ) -> Joined:
-        """Join the repo room of ``cwd`` and any shared rooms; rejoin by harness key."""
+        """Join the repo room of ``cwd`` and any shared rooms; rejoin by harness key (``host``: an HTTP client's)."""
         room = None if room is None else bounds.room(room)
         extra = bounds.rooms(extra_rooms)
         label = bounds.label(label)
@@ -140,7 +140,7 @@ class Store(WakeCalls):
             return sessions.join(
                 tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=pid, harness=harness, harness_key=harness_key,
                 room=room, extra_rooms=extra, label=label, tags=tags, autonomy=autonomy, wake_lever=wake_lever,
-                host=self.host,
+                host=host or self.host,
             )
 
     def room_leave(self, session_id: Any) -> None:

@@ -74,6 +74,11 @@ class StoreError(RoomError):
     definite = False
 
 
+class StoreUnreachable(StoreError):
+    """The database cannot be reached (PostgreSQL down, refusing, or out of the network's
+    reach). Nothing was done; the next call tries to connect again."""
+
+
 ERROR_CODES = tuple(
     cls.code for cls in (InvalidArgument, UnknownSession, LeaseNotHeld, NotRecipient, StoreBusy, StoreError)
 )

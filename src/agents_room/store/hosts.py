@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from .errors import StoreError
+from .errors import InvalidArgument, StoreError
 
 ENV = "AGENTS_ROOM_HOST_ID"
 # A session that made a call this recently is alive, whatever host it is on: three times the
@@ -54,3 +54,11 @@ def host_id(env: dict[str, str] | os._Environ[str] | None = None) -> str:
     import socket  # only where there is no machine id
 
     return socket.gethostname() or "localhost"
+
+
+def checked_host(value: str, field: str) -> str:
+    """A host id another process states (an HTTP client, for its agent): refused when malformed."""
+    if not _VALID.fullmatch(value):
+        raise InvalidArgument(field, f"{value[:70]!r} is not a host id: 1 to 64 characters, letters, digits and "
+                                     "'._:@-', starting with a letter or digit")
+    return value

@@ -22,9 +22,9 @@ def fit_cli(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("args", "words"), [
     (["{db}", "--since", "last tuesday", "--out", "{out}"], "sim fit: --since: 'last tuesday' is neither Unix seconds"),
     (["{db}", "--since", "100", "--until", "50", "--out", "{out}"], "sim fit: --until: '50' is not after --since"),
-    (["{missing}", "--out", "{out}"], "sim fit: there is no store at"),
-    (["{db}", "--out", "{nofolder}"], "sim fit: --out: the folder"),
-    (["{db}", "--out", "{db}"], "sim fit: --out: "),
+    (["{missing}", "--out", "{out}"], "sim fit: store {missing}: there is no store at"),
+    (["{db}", "--out", "{nofolder}"], "sim fit: argument --out: "),
+    (["{db}", "--out", "{db}"], "sim fit: argument --out: {db} already exists"),
     (["{db}", "--since", "2001-01-01T00:00:00Z", "--until", "2001-01-02T00:00:00Z", "--out", "{out}"],
      "sim fit: no session was live in that stretch of time"),
 ])
@@ -37,7 +37,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, repo: Path, args: list
              "nofolder": str(tmp_path / "no" / "such" / "ours.toml")}
     done = fit_cli(*[a.format(**names) for a in args])
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.startswith(words) and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(words.format(**names)) and done.stderr.count("\n") == 1, done.stderr
     assert not (tmp_path / "ours.toml").exists() and not (tmp_path / "none.db").exists()
 
 
@@ -61,7 +61,7 @@ def test_a_postgresql_store_is_fitted_with_its_counted_reads(pg_url: str, repo: 
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (["--scale", "0"], "sim: invalid scenario: --scale: must be an integer from 1 to 100, got 0"),
+    (["--scale", "0"], "sim run: argument --scale: must be 1..100, got '0'"),
     (["--scale", "2", "--sweep", "agents=2,3"], "sim: --scale applies to single runs, not --sweep"),
 ])
 def test_a_bad_scale_is_one_line_and_exit_2(tmp_path: Path, args: list[str], words: str) -> None:

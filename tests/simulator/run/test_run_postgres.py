@@ -38,6 +38,12 @@ def test_smoke_on_postgresql(driver: str, pg_url: str, tmp_path: Path) -> None:
     assert report["run"]["engine"] == "postgresql" and report["run"]["store"] == pg_url
     assert report["run"]["events"] == len(events_in(pg_url)) > 100
     assert not [p for p in out.rglob("*") if p.name.startswith("room.db")]  # no SQLite store on the side
+    # The database sampled in place of a WAL file: connections, write-lock waiters, WAL, commits.
+    pg = report["postgres"]
+    assert pg["samples"] >= 3 and pg["max_connections"] >= 3 and pg["max_lock_waits"] >= 0, pg
+    assert pg["commits"] >= report["run"]["events"] // 10 and pg["wal_bytes"] > 0 and pg["commits_per_s"] > 0, pg
+    words = (out / "report.md").read_text()
+    assert "PostgreSQL, sampled" in words and "WAL: largest" not in words and (out / "postgres.png").exists()
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ except ImportError as exc:  # the optional extra is not installed
 
 from ..clock import Clock
 from ..engines import POSTGRESQL, SCHEMA_VERSION
-from ..errors import RoomError, StoreBusy, StoreError
+from ..errors import RoomError, StoreBusy, StoreError, StoreUnreachable
 from ..jsontext import compact_json
 from ..location import Location
 from .connection import MAIL_CHANNEL, connect_options, scrub
@@ -212,7 +212,8 @@ class Database:
                          f"SET idle_in_transaction_session_timeout = {_idle_in_write_ms(self.busy_timeout_s)}")
         except psycopg.Error as exc:
             words = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, self.location)
-            raise StoreError(f"cannot connect to PostgreSQL at {self.location}: {words}; nothing was done") from exc
+            raise StoreUnreachable(f"the store is unreachable: cannot connect to PostgreSQL at {self.location}: "
+                                   f"{words}; nothing was done, and the next call tries to connect again") from exc
         self.conn = conn
         return conn
 
