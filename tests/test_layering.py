@@ -69,3 +69,14 @@ def test_opening_a_postgresql_store_loads_nothing_of_sqlite(pg_url: str) -> None
     opened = loaded_after(f"from agents_room.store import Store; Store.open({pg_url!r}).close()")
     assert "agents_room.store.postgres.database" in opened
     assert not {m for m in opened if m.startswith("agents_room.store.sqlite")}
+
+
+MODULE_MAX_LINES = 400  # a module says one thing: split it by concern before it grows past this
+
+
+def test_no_module_of_the_project_is_over_the_line_bound() -> None:
+    root = STORE.parents[2]
+    sources = sorted((root / "src" / "agents_room").rglob("*.py")) + sorted((root / "sim").rglob("*.py"))
+    assert len(sources) > 100
+    long = {str(p.relative_to(root)): n for p in sources if (n := len(p.read_text().splitlines())) > MODULE_MAX_LINES}
+    assert not long, f"modules over {MODULE_MAX_LINES} lines (split them by concern): {long}"

@@ -20,7 +20,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from ..faults.clock import SharedClock
 from ..faults.saboteur import Control, Saboteur
 from ..scenario import scenario as scenario_mod
 from . import workload
+from .agentconfig import Config
 from .agentproc import children_cpu_s, self_cpu_s, start_driver
 from .drivers import SIM_LEVER, Driver, OpError, open_driver
 from .workload import Held, Known, Op
@@ -36,36 +37,6 @@ from .workload import Held, Known, Op
 MAX_UNACKED = 200
 # An idle agent's wake lever looks this many times, a retry window apart, with no tool call between.
 IDLE_LOOKS = 5
-
-
-@dataclass
-class Config:
-    agent: str
-    agent_no: int
-    n_agents: int
-    generation: int
-    cwd: str
-    files: list[str]
-    hot: int
-    rooms: list[str]
-    tags: list[str]
-    all_tags: list[str]
-    harness_key: str
-    db: str
-    history_dir: str
-    scenario: str
-    env: dict[str, str] = field(default_factory=dict)
-    clock_file: str | None = None  # the run's shared store clock (clock-jump faults), direct driver only
-    saboteur: bool = False  # fault injection may arm self-stops inside write transactions
-    host: str | None = None  # the simulated host it runs on ([hosts]), whose driver may differ
-    driver: str | None = None  # its host's driver; None: [run] driver
-    http_url: str | None = None  # the http driver: its host's agents-room serve --http for its repo
-    autonomy: str | None = None  # the level it joins at (its repo's); None: drawn with rejoin, else the default
-    wake_lever: bool = False  # it joins with the simulator's wake lever (drivers.SIM_LEVER)
-
-    @classmethod
-    def load(cls, path: str) -> Config:
-        return cls(**json.loads(Path(path).read_text()))
 
 
 class Agent:
