@@ -16,7 +16,7 @@ import contextlib
 import threading
 from typing import Any
 
-from agents_room.store.postgres import WRITE_LOCK
+from agents_room.store.postgres.database import WRITE_LOCK
 
 FIELDS = ("pg_connections", "pg_lock_waits", "pg_wal_bytes", "pg_commits")
 # An advisory lock on one bigint key shows in pg_locks as classid (high 32 bits), objid (low

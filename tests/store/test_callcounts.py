@@ -102,3 +102,16 @@ def test_buckets_cover_every_gap_in_order() -> None:
     for g in gaps[2:-1]:
         low, high = bucket_ms(bucket(g))
         assert low <= g < high
+
+
+def test_a_session_id_of_any_json_shape_is_counted_as_none_and_the_write_goes_through(
+        store: Store, join: Callable[..., str]) -> None:
+    """A client may send a list or an object as ``session_id`` (the tool refuses it, the call
+    is still counted): the count keeps no such value, and the write it rides commits."""
+    me = join()
+    assert store.calls is not None
+    t = time.monotonic()
+    for bad in ({"id": me}, [me], None, 7):
+        store.calls.count("msg_unread", bad, "invalid_argument", t, t + 0.001)
+    assert store.lease_claim(me, "a.py").ok  # the counts ride this write
+    assert _counts(store) == [("", "msg_unread", "invalid_argument", 4)]

@@ -134,7 +134,8 @@ class CallCounts:
         """The noted calls into counts per key and gaps per bucket (the lock held)."""
         counts, gaps, last_end = self._counts, self._gaps, self._last_end
         for window, tool, session_id, outcome, started, ended in self._raw:
-            sid = session_id if session_id in self._ids else self._check(session_id)
+            # (a caller's id may be any JSON value: a list or an object cannot be looked up)
+            sid = session_id if isinstance(session_id, str) and session_id in self._ids else self._check(session_id)
             if tool is None:  # rest
                 last_end.pop(sid, None)
                 continue

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from agents_room.store import Store
-from agents_room.store.postgres import WRITE_LOCK
+from agents_room.store.postgres.database import WRITE_LOCK
 from sim.report.postgres import grown, summary
 from sim.run.pgsample import FIELDS, PgSampler
 
