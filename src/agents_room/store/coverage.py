@@ -14,7 +14,6 @@ Both directions of a conflict are index lookups, never a scan of every lease:
 
 from __future__ import annotations
 
-import fnmatch
 import os
 
 SEP = "/"
@@ -105,6 +104,14 @@ def _glob_tokens(pattern: str) -> list[str]:
     return out
 
 
+def _fnmatchcase(name: str, pattern: str) -> bool:
+    # fnmatch (and re under it) loaded on first use: the commit guard loads this module on every
+    # commit and never matches a glob.
+    from fnmatch import fnmatchcase
+
+    return fnmatchcase(name, pattern)
+
+
 def glob_reaches_beneath(pattern: str, prefix: str) -> bool:
     """Whether ``pattern`` (fnmatch rules, case-sensitive) matches some path that begins with
     ``prefix``: the glob is run over ``prefix`` as far as it goes, and whatever of it remains
@@ -128,7 +135,7 @@ def glob_reaches_beneath(pattern: str, prefix: str) -> bool:
             if i < len(tokens):
                 if tokens[i] == "*":
                     step.add(i)
-                elif fnmatch.fnmatchcase(ch, tokens[i]):
+                elif _fnmatchcase(ch, tokens[i]):
                     step.add(i + 1)
         if not step:
             return False
@@ -145,11 +152,11 @@ def glob_reaches(pattern: str, lease: str, holder_cwd: str) -> bool:
     ``x.py`` names no directory, so it reaches only a holder whose cwd the lease covers)."""
     if not is_directory(lease):
         forms = [lease, os.path.relpath(lease, holder_cwd), os.path.basename(lease)]
-        return any(fnmatch.fnmatchcase(form, pattern) for form in forms)
+        return any(_fnmatchcase(form, pattern) for form in forms)
     bare = lease.rstrip(SEP) or SEP
     rel = os.path.relpath(bare, holder_cwd)
     forms = [bare, rel, os.path.basename(bare)]
-    if any(fnmatch.fnmatchcase(f, pattern) or fnmatch.fnmatchcase(as_directory(f), pattern) for f in forms):
+    if any(_fnmatchcase(f, pattern) or _fnmatchcase(as_directory(f), pattern) for f in forms):
         return True
     beneath = [lease, "" if rel == "." else as_directory(rel)]
     return any(glob_reaches_beneath(pattern, p) for p in beneath)
