@@ -36,11 +36,14 @@ def new_folder(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     path = Path(text)
-    if path.exists() or path.is_symlink():
-        raise argparse.ArgumentTypeError(f"{text} already exists; pick another")
-    above = path.absolute().parent
-    while not above.exists() and not above.is_symlink():
-        above = above.parent
+    try:
+        if path.exists() or path.is_symlink():
+            raise argparse.ArgumentTypeError(f"{text} already exists; pick another")
+        above = path.absolute().parent
+        while not above.exists() and not above.is_symlink():
+            above = above.parent
+    except OSError as exc:  # a folder on the way this user may not enter
+        raise argparse.ArgumentTypeError(f"cannot make {text}: {(exc.strerror or 'not allowed').lower()}") from None
     if not above.is_dir():
         raise argparse.ArgumentTypeError(f"{above} is not a folder, so {text} cannot be made in it")
     if not os.access(above, os.W_OK | os.X_OK):
@@ -53,10 +56,14 @@ def new_file(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     path = Path(text)
-    if path.exists() or path.is_symlink():
-        raise argparse.ArgumentTypeError(f"{text} already exists; pick another file")
-    above = path.absolute().parent
-    if not above.is_dir():
+    try:
+        if path.exists() or path.is_symlink():
+            raise argparse.ArgumentTypeError(f"{text} already exists; pick another file")
+        above = path.absolute().parent
+        is_dir = above.is_dir()
+    except OSError as exc:  # a folder on the way this user may not enter
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {(exc.strerror or 'not allowed').lower()}") from None
+    if not is_dir:
         raise argparse.ArgumentTypeError(f"{above} is not a folder, so {text} cannot be written in it")
     if not os.access(above, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"cannot write {text}: {above} is not writable by this user")

@@ -166,12 +166,17 @@ sys.exit(main(sys.argv[1:]))
 
 @root_only
 def test_without_root_sim_refuses_in_one_line(tmp_path: Path) -> None:
+    import tempfile
+    import uuid
+
+    # an --out that user may make (tmp_path's folders are root's alone; --out is checked first)
+    out = Path(tempfile.gettempdir()) / f"agents-room-nobody-{uuid.uuid4().hex}" / "out"
     done = subprocess.run([sys.executable, "-c", NOBODY, "run", str(ROOT / "scenarios" / "two-hosts.toml"),
-                           "--out", str(tmp_path / "out"), "--no-live"], capture_output=True, text=True, timeout=60)
+                           "--out", str(out), "--no-live"], capture_output=True, text=True, timeout=60)
+    assert not out.parent.exists()
     assert done.returncode == 2, done
     assert done.stderr.strip() == ("sim: simulated hosts need root (network namespaces, veth links, iptables, PID "
                                    "namespaces); run sim as root, or drop the scenario's [hosts] table")
-    assert not (tmp_path / "out").exists()
 
 
 @root_only
