@@ -40,6 +40,7 @@ class PgSampler:
         self._latest: dict[str, Any] = dict.fromkeys(FIELDS)
         self._stop = threading.Event()
         self._conn: Any = None
+        self._lock = threading.Lock()  # one sample at a time: the thread's, or a caller's own
         self._thread = threading.Thread(target=self._run, name="pg-sample", daemon=True)
         self._thread.start()
 
@@ -50,6 +51,10 @@ class PgSampler:
         """One sample now (``None`` fields when the server does not answer within a second or two)."""
         import psycopg
 
+        with self._lock:
+            return self._sample(psycopg)
+
+    def _sample(self, psycopg: Any) -> dict[str, Any]:
         try:
             if self._conn is None or self._conn.closed or self._conn.broken:
                 self._conn = psycopg.connect(self.url, autocommit=True, connect_timeout=2,
@@ -71,6 +76,6 @@ class PgSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        with contextlib.suppress(Exception):
+        with self._lock, contextlib.suppress(Exception):
             if self._conn is not None:
                 self._conn.close()
