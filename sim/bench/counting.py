@@ -31,8 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED_ROOM = ROOT / "scenarios" / "shared-room.toml"
 
 
-def hook_news(folder: Path, runs: int) -> dict[str, Any]:
-    """Wall ms of the hook's news path (one new message announced), counting on and off in turn."""
+def _two_sessions(folder: Path) -> tuple[Path, Path, str, str, str]:
+    """A repo and a store in ``folder`` with the hooked session (by its harness key) and a peer:
+    (repo, store file, key, the hooked session's id, the peer's id)."""
     from agents_room.store import Store
 
     repo = folder / "repo"
@@ -42,6 +43,14 @@ def hook_news(folder: Path, runs: int) -> dict[str, Any]:
     with Store.open(db) as store:
         me = store.room_join(cwd=str(repo), pid=None, label="hooked", harness_key=key).session_id
         peer = store.room_join(cwd=str(repo), pid=None, label="peer").session_id
+    return repo, db, key, me, peer
+
+
+def hook_news(folder: Path, runs: int) -> dict[str, Any]:
+    """Wall ms of the hook's news path (one new message announced), counting on and off in turn."""
+    from agents_room.store import Store
+
+    repo, db, key, me, peer = _two_sessions(folder)
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV} | {"AGENTS_ROOM_DB": str(db)}
     hook = shlex.split(installed_command(repo))
     event = json.dumps({"session_id": key, "hook_event_name": "UserPromptSubmit", "cwd": str(repo), "prompt": "go"})
@@ -71,13 +80,7 @@ def news_in_process(folder: Path, runs: int) -> dict[str, Any]:
     from agents_room.hook import respond
     from agents_room.store import Store
 
-    repo = folder / "repo"
-    (repo / ".git").mkdir(parents=True)
-    db = folder / "store" / "room.db"
-    key = str(uuid.uuid4())
-    with Store.open(db) as store:
-        me = store.room_join(cwd=str(repo), pid=None, label="hooked", harness_key=key).session_id
-        peer = store.room_join(cwd=str(repo), pid=None, label="peer").session_id
+    repo, db, key, me, peer = _two_sessions(folder)
     data = {"session_id": key, "hook_event_name": "UserPromptSubmit"}
     took: dict[str, list[tuple[float, float]]] = {"on": [], "off": []}
     before = os.environ.get("AGENTS_ROOM_COUNT_CALLS")
