@@ -80,7 +80,7 @@ def pg_cluster():
     try:
         yield cluster
     finally:
-        cluster.stop()
+        cluster.stop(wait=False)
 
 
 @pytest.fixture

@@ -41,6 +41,7 @@ def run(tmp_path: Path, require: str | None) -> subprocess.CompletedProcess[str]
     if require is not None:
         env["AGENTS_ROOM_REQUIRE_POSTGRES"] = require
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # pgrequire alone: the installed plugins cost seconds to load
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "pgrequire", "-p", "no:cacheprovider", "-q",
                            "-W", "ignore::pytest.PytestUnknownMarkWarning", "-rfEs", "test_cases.py"],
                           cwd=tmp_path, env=env, text=True, capture_output=True, timeout=120)

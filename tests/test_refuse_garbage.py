@@ -83,7 +83,7 @@ def test_a_healthy_store_of_an_earlier_run_is_reused(tmp_path: Path) -> None:
     reports = []
     for run in ("first", "second"):
         done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(SMOKE), "--store", str(store), "--out",
-                               str(tmp_path / run), "--duration", "2", "--no-live"], cwd=ROOT, capture_output=True,
+                               str(tmp_path / run), "--duration", "2", "--no-live", "--no-plots"], cwd=ROOT, capture_output=True,
                               text=True, timeout=180)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         reports.append(json.loads((tmp_path / run / "report.json").read_text()))

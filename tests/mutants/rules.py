@@ -323,3 +323,12 @@ def offer_expired(db: Path, busy_timeout_s: float) -> Store:
 def history_marks_read(db: Path, busy_timeout_s: float) -> Store:
     """room_history marks the caller's deliveries of the messages it shows read"""
     return HistoryMarksRead.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def drift_blind_to_directories(db: Path, busy_timeout_s: float) -> Store:
+    """drift knows nothing of directory leases: note_read records a holder of the file's own
+    lease only, and drift_check looks for lease events of the file alone"""
+    rewrite(reads, "note_read", "cover = coverage.covering_paths(path)", "cover = [path]")
+    _, module, function, old, new, _ = MUTATIONS["drift_ignores_directories"]
+    rewrite(module, function, old, new)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)

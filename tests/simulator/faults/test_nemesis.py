@@ -325,7 +325,8 @@ def test_a_writer_over_its_file_size_limit_gets_a_clear_store_error_and_nobody_e
 @pytest.mark.slow
 def test_the_fault_scenario_is_valid_with_every_fault_exercised(tmp_path: Path) -> None:
     out = tmp_path / "faults"
-    done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(FAULTS), "--out", str(out), "--no-live"],
+    done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(FAULTS), "--out", str(out), "--no-live",
+                           "--no-plots"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     report = json.loads((out / "report.json").read_text())
     summary = report["fault_summary"]
