@@ -15,7 +15,7 @@ from .mutation import rewrite
 def answer_before_flush() -> None:
     """Rewrite the shipped engine in this process: the write's COMMIT and the read's end
     without the flush (each snippet must still occur once in the shipped source)."""
-    rewrite(postgres, "_Write.__exit__", 'db.conn.execute(f"COMMIT; {DURABLE}")', 'db.conn.execute("COMMIT")')
+    rewrite(postgres, "_Write.__exit__", 'sent_with(f"COMMIT; {DURABLE}")', 'sent_with("COMMIT")')
     rewrite(postgres, "Database._end_read", "conn.execute(f\"ROLLBACK; {durable(repr(seen) + '::pg_lsn')}\")",
             'conn.execute("ROLLBACK")')
 

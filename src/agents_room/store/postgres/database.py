@@ -44,14 +44,12 @@ except ImportError as exc:  # the optional extra is not installed
 from ..clock import Clock
 from ..engines import POSTGRESQL, SCHEMA_VERSION
 from ..errors import RoomError, StoreBusy, StoreError, StoreUnreachable
-from ..jsontext import compact_json
 from ..location import Location
-from .connection import MAIL_CHANNEL, connect_options, scrub
+from .connection import connect_options, scrub
+from .tx import Tx
 
 if TYPE_CHECKING:
     from ..mailwait import MailWaiter
-
-_COMPACT = compact_json()
 
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
@@ -90,66 +88,6 @@ def durable(upto: str = "pg_current_wal_insert_lsn()") -> str:
 # insert position, which lies past this commit and every commit it saw.
 DURABLE = durable()
 _LSN = re.compile(r"[0-9A-F]{1,8}/[0-9A-F]{1,8}")
-
-# ? -> %s once per statement text (a literal % doubled first). The rules modules build a
-# bounded set of texts (IN lists of 1..1000 marks at most), so the cache stays small.
-_PARAMS: dict[str, str] = {}
-
-
-def _pg(sql: str) -> str:
-    found = _PARAMS.get(sql)
-    if found is None:
-        found = _PARAMS[sql] = sql.replace("%", "%%").replace("?", "%s")
-    return found
-
-
-class Tx:
-    """One open transaction (the engine contract's :class:`agents_room.store.engine.Tx`)."""
-
-    __slots__ = ("conn", "now", "wal")
-
-    # Per-engine SQL snippets the rules modules use where the dialects differ.
-    ROOMS_OF_SESSION = "(SELECT string_agg(room, chr(10) ORDER BY room) FROM memberships WHERE session_id = s.id)"
-    INSERTION_ORDER = "s.ord"
-    # A range of paths in byte order (store/coverage.py), whatever the database's collation;
-    # leases.path is COLLATE "C", so its primary key index serves the range.
-    BYTEWISE = 'COLLATE "C"'
-
-    def __init__(self, conn: psycopg.Connection, now: float) -> None:
-        self.conn = conn
-        self.now = now
-        self.wal = ""  # a read's WAL insert position at its snapshot (Database.read)
-
-    def execute(self, sql: str, params: tuple | dict = ()) -> psycopg.Cursor:
-        return self.conn.execute(_pg(sql), params or None)
-
-    def many(self, sql: str, rows: list[tuple]) -> None:
-        if rows:
-            self.conn.cursor().executemany(_pg(sql), rows)
-
-    def one(self, sql: str, params: tuple | dict = ()) -> tuple | None:
-        return self.conn.execute(_pg(sql), params or None).fetchone()
-
-    def all(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
-        return self.conn.execute(_pg(sql), params or None).fetchall()
-
-    def scalar(self, sql: str, params: tuple | dict = ()) -> Any:
-        row = self.conn.execute(_pg(sql), params or None).fetchone()
-        return None if row is None else row[0]
-
-    def notify_mail(self, session_ids: list[str]) -> None:
-        """Tell each session's waiters (LISTEN on :func:`mail_channel`) at this transaction's
-        commit; nothing if it rolls back. One statement for any number of recipients."""
-        if session_ids:
-            self.conn.execute("SELECT pg_notify(%s || r, '') FROM unnest(%s::text[]) r", (MAIL_CHANNEL, session_ids))
-
-    def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
-        """Append an audit row in this transaction; returns its seq."""
-        return self.conn.execute(
-            "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq",
-            (self.now, session_id, kind, path, _COMPACT(payload)),
-        ).fetchone()[0]  # type: ignore[index]
-
 
 def _idle_in_write_ms(busy_timeout_s: float) -> int:
     """How long the server lets a session sit idle inside a transaction before it ends it.
@@ -193,7 +131,9 @@ class _Write:
                 try:
                     if calls is not None:  # store/callcounts.py: counts ride this write
                         calls.before_commit(self.tx)
-                    db.conn.execute(f"COMMIT; {DURABLE}")  # the flush after the lock (docstring)
+                    # The pending statements, the COMMIT, then the flush after the lock
+                    # (module docstring): one round trip.
+                    db.conn.execute(self.tx.sent_with(f"COMMIT; {DURABLE}"))  # type: ignore[union-attr]
                     if calls is not None:
                         calls.after_commit(True)
                     return
