@@ -118,8 +118,9 @@ def print_table(console: Any, data: dict[str, Any], op: str = "lease_claim") -> 
     rows, machine = data.get("engines"), data["machine"]
     if not rows:
         return
+    load = f"1-min load {machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after"
     t = Table(title=f"{op}: SQLite store, PostgreSQL store, PostgreSQL raw, PostgreSQL plain INSERT+COMMIT "
-                    f"(one run; 1-min load {machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after)")
+                    f"(one run; {load})")
     t.add_column("procs", justify="right")
     for kind in (*KINDS, "pair"):
         t.add_column(f"{'store-pg lease_pair' if kind == 'pair' else kind} /s", justify="right")

@@ -55,7 +55,8 @@ def test_a_claim_and_its_release_take_few_round_trips(store: Store, tmp_path: Pa
     # begin+lock+time, the session's touch, the sweep, the holders, the token, then the
     # lease and its event with the COMMIT and the flush (8 before, the flush apart)
     assert len(claim) == 6, claim
-    assert claim[-1].count("INSERT INTO leases") == 1 and "COMMIT;" in claim[-1] and "pg_logical_emit_message" in claim[-1]
+    last = claim[-1]
+    assert last.count("INSERT INTO leases") == 1 and "COMMIT;" in last and "pg_logical_emit_message" in last
     assert len(release) == 5, release  # begin, touch, sweep, the delete, its event + COMMIT + flush
     assert [e.kind for e in store.events()[-2:]] == ["lease_grant", "lease_release"]
 

@@ -97,7 +97,8 @@ class Tx:
 
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append an audit row in this transaction; returns its seq."""
-        return self._run(_EVENT + " RETURNING seq", (self.now, session_id, kind, path, _COMPACT(payload))).fetchone()[0]  # type: ignore[index]
+        cur = self._run(_EVENT + " RETURNING seq", (self.now, session_id, kind, path, _COMPACT(payload)))
+        return cur.fetchone()[0]  # type: ignore[index]
 
     def log(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> None:
         """:meth:`event` without its seq: sent with the next statement or the COMMIT, in order."""
