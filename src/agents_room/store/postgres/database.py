@@ -13,7 +13,7 @@ therefore in commit order, which is what the simulator's checker assumes when it
 takes a new snapshot per statement, after the lock is held). Reads run concurrently, each in
 a REPEATABLE READ snapshot.
 
-Durability (docs/decisions.md, "PostgreSQL: commit in the lock, flush outside it"): a write
+Durability (docs/decisions.md, "Commit in the lock, flush outside it"): a write
 transaction commits with ``synchronous_commit`` off for itself, so its commit becomes visible
 and releases the write lock as soon as the commit record is in the WAL, not after the fsync;
 the order of visibility stays the order of ``seq``. Before the store answers, the WAL is made
@@ -88,6 +88,7 @@ def durable(upto: str = "pg_current_wal_insert_lsn()") -> str:
 # insert position, which lies past this commit and every commit it saw.
 DURABLE = durable()
 _LSN = re.compile(r"[0-9A-F]{1,8}/[0-9A-F]{1,8}")
+
 
 def _idle_in_write_ms(busy_timeout_s: float) -> int:
     """How long the server lets a session sit idle inside a transaction before it ends it.
