@@ -228,7 +228,8 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
-        """One read transaction: one snapshot, never blocks writers, never waits for them."""
+        """One read transaction: one snapshot, never blocks writers, never waits for the write
+        lock; before it ends, the WAL is durable past every commit it could see (:meth:`_end_read`)."""
         tx, seen = self._begin(f"{_BEGIN_READ}; {_NOW_AND_WAL}", wal=True), ""
         try:
             seen = tx.wal
