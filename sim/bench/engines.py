@@ -1,12 +1,18 @@
-"""``sim bench --store postgresql://...``: the store on SQLite, the store on PostgreSQL and
+"""``sim bench --store postgresql://...``: the store on SQLite, the store on PostgreSQL,
 PostgreSQL's raw ceiling (``sim.bench.raw_pg``: the store's statements and lock through bare
-psycopg), side by side at each process count, their windows alternating round by round.
+psycopg) and PostgreSQL's plain baseline (one INSERT and its durable COMMIT per call, no
+lock), side by side at each process count, their windows alternating round by round.
 
 | kind | what a worker is | operations |
 |---|---|---|
 | ``store`` | the store on a fresh SQLite file | the store's five |
-| ``store-pg`` | the store on a fresh schema of the given database | the store's five |
+| ``store-pg`` | the store on a fresh schema of the given database | the store's five, lease_pair |
 | ``raw-pg`` | bare psycopg on a fresh schema (made by the store) | lease_claim |
+| ``plain-pg`` | bare psycopg: INSERT + COMMIT (synchronous_commit on) | lease_claim (as one such write) |
+
+The closing table divides the PostgreSQL store by the plain baseline: its ``lease_claim``
+calls per second, and (with ``lease_pair`` in ``--ops``) its claim+release writes per second
+(two committed writes per pair) over plain commits per second.
 
 Each group gets its own schema (``CREATE SCHEMA``, dropped at the end), so the database must
 let the URL's role create schemas, and take ``2 x procs`` connections at once besides its
@@ -20,8 +26,8 @@ import secrets
 from typing import Any
 
 STORE_OPS = ("lease_claim", "lease_release", "msg_send", "msg_recv", "drift_check")
-KIND_OPS = {"store-pg": STORE_OPS, "raw-pg": ("lease_claim",)}
-KINDS = ("store", "store-pg", "raw-pg")
+KIND_OPS = {"store-pg": (*STORE_OPS, "lease_pair"), "raw-pg": ("lease_claim",), "plain-pg": ("lease_claim",)}
+KINDS = ("store", "store-pg", "raw-pg", "plain-pg")
 
 
 def refuse(url: str | None) -> str | None:
@@ -80,17 +86,27 @@ def plan(procs: tuple[int, ...], ops: tuple[str, ...]) -> list[list[tuple[str, i
     return [[(k, n) for k in KINDS if set(kind_ops[k]) & set(ops)] for n in procs]
 
 
+def _cell(cells: list[dict[str, Any]], kind: str, op: str, n: int) -> dict[str, Any] | None:
+    c = next((c for c in cells if (c["kind"], c["op"], c["procs"]) == (kind, op, n)), None)
+    return None if c is None else {"per_s": c["per_s"], "p99_ms": c["p99_ms"], "errors": c["errors"]}
+
+
+def _over(a: float | None, b: dict[str, Any] | None) -> float | None:
+    return a / b["per_s"] if a is not None and b and b["per_s"] else None
+
+
 def table(cells: list[dict[str, Any]], op: str = "lease_claim") -> list[dict[str, Any]]:
-    """The closing table: per process count, ``op``'s throughput and p99 for each kind, and
-    the PostgreSQL store over its raw ceiling."""
+    """The closing table: per process count, ``op``'s throughput and p99 for each kind, the
+    PostgreSQL store over its raw ceiling and over the plain baseline, and the store's
+    ``lease_pair`` (claim+release: two writes) in writes per second over the plain baseline."""
     rows = []
     for n in sorted({c["procs"] for c in cells if c["kind"] in KINDS and c["op"] == op}):
-        row: dict[str, Any] = {"procs": n}
-        for kind in KINDS:
-            c = next((c for c in cells if (c["kind"], c["op"], c["procs"]) == (kind, op, n)), None)
-            row[kind] = None if c is None else {"per_s": c["per_s"], "p99_ms": c["p99_ms"], "errors": c["errors"]}
-        pg, raw = row["store-pg"], row["raw-pg"]
-        row["pg_store_over_raw"] = pg["per_s"] / raw["per_s"] if pg and raw and raw["per_s"] else None
+        row: dict[str, Any] = {"procs": n, **{kind: _cell(cells, kind, op, n) for kind in KINDS}}
+        pg, plain = row["store-pg"], row["plain-pg"]
+        row["pg_store_over_raw"] = _over(pg and pg["per_s"], row["raw-pg"])
+        row["pg_store_over_plain"] = _over(pg and pg["per_s"], plain)
+        row["pair"] = pair = _cell(cells, "store-pg", "lease_pair", n)
+        row["pg_pair_writes_over_plain"] = _over(pair and 2 * pair["per_s"], plain)
         rows.append(row)
     return rows
 
@@ -102,20 +118,23 @@ def print_table(console: Any, data: dict[str, Any], op: str = "lease_claim") -> 
     rows, machine = data.get("engines"), data["machine"]
     if not rows:
         return
-    t = Table(title=f"{op}: SQLite store, PostgreSQL store, PostgreSQL raw (one run; 1-min load "
-                    f"{machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after)")
+    load = f"1-min load {machine['load_before'][0]:.2f} before, {machine['load_after'][0]:.2f} after"
+    t = Table(title=f"{op}: SQLite store, PostgreSQL store, PostgreSQL raw, PostgreSQL plain INSERT+COMMIT "
+                    f"(one run; {load})")
     t.add_column("procs", justify="right")
-    for kind in KINDS:
-        t.add_column(f"{kind} /s", justify="right")
-        t.add_column(f"{kind} p99 ms", justify="right")
-    t.add_column("pg store / raw", justify="right")
+    for kind in (*KINDS, "pair"):
+        t.add_column(f"{'store-pg lease_pair' if kind == 'pair' else kind} /s", justify="right")
+        t.add_column(f"{'pair' if kind == 'pair' else kind} p99 ms", justify="right")
+    for name in ("pg store / raw", "pg store / plain", "pg claim+release writes / plain"):
+        t.add_column(name, justify="right")
     for r in rows:
         cols = []
-        for kind in KINDS:
+        for kind in (*KINDS, "pair"):
             c = r[kind]
             cols += ["—", "—"] if c is None else [f"{c['per_s']:,.0f}", _ms(c["p99_ms"])]
-        ratio = r["pg_store_over_raw"]
-        t.add_row(str(r["procs"]), *cols, "—" if ratio is None else f"{ratio:.2f}")
+        for key in ("pg_store_over_raw", "pg_store_over_plain", "pg_pair_writes_over_plain"):
+            cols.append("—" if r[key] is None else f"{r[key]:.2f}")
+        t.add_row(str(r["procs"]), *cols)
     console.print(t)
 
 

@@ -1,9 +1,15 @@
 """The raw ceiling on PostgreSQL: bare ``psycopg`` doing what the PostgreSQL store's
 ``lease_claim`` does (a fresh grant), statement for statement, on the same schema, with the
 same lock scheme (READ COMMITTED, the store's one transaction-scoped advisory write lock taken
-with the server's time in the same round trip, ``BEGIN`` sent with it), but none of the
-store's Python around them. ``sim bench --store postgresql://...`` divides the store's
+with the server's time in the same round trip, ``BEGIN`` sent with it; the commit without
+waiting for its flush, then the flush after the lock, in the COMMIT's round trip), but none
+of the store's Python around them. ``sim bench --store postgresql://...`` divides the store's
 throughput on PostgreSQL by this one's.
+
+And the true baseline (:class:`PlainPgRoom`): one ``INSERT`` and its ``COMMIT`` per call, in
+autocommit, with the server's ``synchronous_commit`` (on), no lock: what the server does for
+writers that need no order at all. The store's throughput over this one is what the issue's
+targets are stated in (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import psycopg
 # Only constants come from the store: the lock key and the statements that take it, so the
 # ratio measures the store's code, not a different locking scheme. The connection and every
 # statement here are bare psycopg.
-from agents_room.store.postgres.database import BEGIN_WRITE, LOCK_NOW
+from agents_room.store.postgres.database import BEGIN_WRITE, DURABLE, LOCK_NOW
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
 _EVENT = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq"
@@ -67,7 +73,7 @@ class RawPgRoom:
             self.conn.execute("INSERT INTO memberships (session_id, room, joined_at) VALUES (%s, %s, %s)",
                               (sid, room, now))
             self._event(now, sid, "join", None, rooms=[room])
-            self.conn.execute("COMMIT")
+            self.conn.execute(f"COMMIT; {DURABLE}")
         except BaseException:
             self._rollback()
             raise
@@ -91,7 +97,7 @@ class RawPgRoom:
             ).fetchall()
             others = [h for h in holders if h[0] != sid and (mode == "exclusive" or h[1] == "exclusive")]
             if others:
-                conn.execute("COMMIT")
+                conn.execute(f"COMMIT; {DURABLE}")
                 return {"ok": False, "holder": others[0][0]}
             token = conn.execute(
                 "UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value").fetchone()[0]  # type: ignore[index]
@@ -103,11 +109,30 @@ class RawPgRoom:
                 (path, sid, mode, token, ttl_s, now, expires),
             )
             self._event(now, sid, "lease_grant", path, mode=mode, token=token, expires_at=expires, previous_mode=None)
-            conn.execute("COMMIT")
+            conn.execute(f"COMMIT; {DURABLE}")
         except BaseException:
             self._rollback()
             raise
         return {"ok": True, "token": token, "expires_at": expires}
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PlainPgRoom:
+    """One process's plain writes: each call one row into ``events`` (the store's append-only
+    table, its identity and index) and its commit, autocommit, nothing else."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = connect(url)
+        self.conn.execute("SET synchronous_commit = on")  # whatever the server's default: a durable commit
+
+    def join(self, cwd: str, room: str, label: str) -> str:
+        return secrets.token_hex(8)  # no session row: the baseline writes one row per call
+
+    def claim(self, sid: str, path: str, ttl_s: float, mode: str = "exclusive") -> dict[str, object]:
+        seq = self.conn.execute(_EVENT, (0.0, sid, "plain", path, "{}")).fetchone()[0]  # type: ignore[index]
+        return {"ok": True, "seq": seq}
 
     def close(self) -> None:
         self.conn.close()

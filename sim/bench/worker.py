@@ -22,6 +22,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+# The kinds whose worker is bare driver code (sim.bench.raw, sim.bench.raw_pg), not the store.
+RAW_KINDS = ("raw", "raw-pg", "plain-pg")
 BODY = "b" * 64  # the simulator's default body size
 RECV_LIMIT = 20
 
@@ -145,9 +147,11 @@ class SyncActor:
     def __init__(self, cfg: dict[str, Any], index: int) -> None:
         self.kind = cfg["kind"]
         self.work = Workload(index, cfg["cwd"])
-        if self.kind in ("raw", "raw-pg"):
+        if self.kind in RAW_KINDS:
             if self.kind == "raw":
                 from .raw import RawRoom as Raw
+            elif self.kind == "plain-pg":
+                from .raw_pg import PlainPgRoom as Raw  # type: ignore[assignment]
             else:
                 from .raw_pg import RawPgRoom as Raw  # type: ignore[assignment]
 
@@ -164,10 +168,10 @@ class SyncActor:
         sid = self.work.session
         if tool == "lease_pair":
             claimed = self.call("lease_claim", args)
-            if not (claimed["ok"] if self.kind in ("raw", "raw-pg") else claimed.ok):
+            if not (claimed["ok"] if self.kind in RAW_KINDS else claimed.ok):
                 raise RuntimeError("lease_pair: the claim was denied")
             return self.call("lease_release", {"path": args["path"]})
-        if self.kind in ("raw", "raw-pg"):
+        if self.kind in RAW_KINDS:
             if tool == "lease_claim":
                 return self.raw.claim(sid, os.path.join(self.work.cwd, args["path"]), args["ttl_s"])
             if tool == "lease_release":
@@ -211,7 +215,7 @@ class SyncActor:
         return meter.result()
 
     def close(self) -> None:
-        (self.raw if self.kind in ("raw", "raw-pg") else self.store).close()
+        (self.raw if self.kind in RAW_KINDS else self.store).close()
 
 
 def run_sync(cfg: dict[str, Any], index: int) -> None:
@@ -309,7 +313,7 @@ async def run_mcp(cfg: dict[str, Any], index: int) -> None:
 def main() -> int:
     cfg = json.loads(Path(sys.argv[1]).read_text())
     index = int(sys.argv[2])
-    if cfg["kind"] in ("raw", "store", "raw-pg", "store-pg"):
+    if cfg["kind"] in ("store", "store-pg", *RAW_KINDS):
         run_sync(cfg, index)
     else:
         import anyio

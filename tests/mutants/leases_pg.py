@@ -37,9 +37,9 @@ class _LazyLock:
 
 
 class LazyLockDatabase(postgres.Database):
-    def _begin(self, begin: str) -> postgres.Tx:
+    def _begin(self, begin: str, **how: bool) -> postgres.Tx:
         if begin != self._write_begin:
-            return super()._begin(begin)
+            return super()._begin(begin, **how)
         tx = super()._begin(f"{postgres.BEGIN_WRITE}; {postgres.NOW}")  # no lock: the time only
         tx.conn = _LazyLock(tx.conn)  # type: ignore[assignment]
         return tx

@@ -210,7 +210,7 @@ MUTATIONS: dict[str, tuple[str, ModuleType, str, str, str, str]] = {
     "claim_no_sweep": ("LT5", leases, "claim", "sweep(tx)", "pass",
                        "lease_claim grants without sweeping expired leases first"),
     "sweep_without_event": ("LT5", leases, "sweep",
-                            'tx.event("lease_expire", sid, path, mode=mode, token=token, expires_at=expires_at)',
+                            'tx.log("lease_expire", sid, path, mode=mode, token=token, expires_at=expires_at)',
                             "pass", "the sweep deletes expired leases without their lease_expire events"),
     "lease_default_ttl_60": ("LT1", bounds, "lease_ttl", "LEASE_TTL_DEFAULT if value is None", "60 if value is None",
                              "a claim without ttl_s lasts 60 s, not 600"),

@@ -92,6 +92,14 @@ class Tx(Protocol):
         """The first column of the first row, or None when there is no row."""
         ...
 
+    def later(self, sql: str, params: tuple | dict = ()) -> None:
+        """Run one statement whose result the rules do not need, at the latest with the
+        commit, in order with every other statement of the transaction. An engine that pays a
+        round trip per statement may hold it and send it with the next statement that needs
+        a result, or with the COMMIT; its errors then surface there (and the transaction
+        rolls back as a whole)."""
+        ...
+
     def notify_mail(self, session_ids: list[str]) -> None:
         """Tell the mail waiters of these sessions (:meth:`Database.mail_waiter`) once this
         transaction commits, and never if it rolls back. An engine whose waiters poll does
@@ -101,6 +109,10 @@ class Tx(Protocol):
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append one audit row (``at`` = :attr:`now`, ``payload`` as compact JSON) in this
         transaction and return its ``seq``, which must grow in commit order."""
+        ...
+
+    def log(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> None:
+        """:meth:`event` when its ``seq`` is not needed: sent as :meth:`later` is."""
         ...
 
 

@@ -53,7 +53,7 @@ def sweep(tx: Tx) -> int:
         "DELETE FROM leases WHERE expires_at <= ? RETURNING path, session_id, mode, token, expires_at", (tx.now,)
     )
     for path, sid, mode, token, expires_at in rows:
-        tx.event("lease_expire", sid, path, mode=mode, token=token, expires_at=expires_at)
+        tx.log("lease_expire", sid, path, mode=mode, token=token, expires_at=expires_at)
     return len(rows)
 
 
@@ -120,20 +120,20 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
-    if mine is None:
-        tx.execute(
+    if mine is None:  # no result needed: sent with the commit where the engine can (Tx.later)
+        tx.later(
             "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (path, session.id, mode, token, ttl_s, tx.now, expires_at),
         )
         acquired_at, reason = tx.now, "granted"
     else:
-        tx.execute(
+        tx.later(
             "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ? WHERE path = ? AND session_id = ?",
             (mode, token, ttl_s, expires_at, path, session.id),
         )
         acquired_at = mine.acquired_at
         reason = "extended" if mine.mode == mode else f"changed from {mine.mode} to {mode}"
-    tx.event(
+    tx.log(
         "lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at,
         previous_mode=mine.mode if mine else None,
     )
@@ -188,7 +188,7 @@ def release(tx: Tx, session: Caller, path: str) -> None:
     )
     if row is None:
         raise _not_held(tx, session, path, "release")
-    tx.event("lease_release", session.id, path, mode=row[0], token=row[1], reason="release")
+    tx.log("lease_release", session.id, path, mode=row[0], token=row[1], reason="release")
 
 
 def release_all(tx: Tx, session_id: str, reason: str) -> None:

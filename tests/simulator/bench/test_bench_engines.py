@@ -41,7 +41,9 @@ def test_bench_puts_the_engines_side_by_side(pg_cluster, tmp_path: Path) -> None
     for r in rows:
         assert all(r[k]["per_s"] > 0 and r[k]["p99_ms"] > 0 for k in KINDS), r
         assert r["pg_store_over_raw"] == pytest.approx(r["store-pg"]["per_s"] / r["raw-pg"]["per_s"])
-    assert "SQLite store, PostgreSQL store, PostgreSQL raw" in done.stdout
+        # the true baseline: plain INSERT+COMMIT from as many processes, in the same run
+        assert r["pg_store_over_plain"] == pytest.approx(r["store-pg"]["per_s"] / r["plain-pg"]["per_s"])
+    assert "SQLite store, PostgreSQL store, PostgreSQL raw, PostgreSQL plain INSERT+COMMIT" in done.stdout
     assert schemas(url) == before  # every group's schema dropped
 
 
@@ -49,9 +51,35 @@ def test_the_closing_table_lines_up_the_kinds() -> None:
     cell = {"op": "lease_claim", "procs": 4, "p99_ms": 2.0, "errors": {}}
     cells = [{**cell, "kind": "store", "per_s": 900.0}, {**cell, "kind": "store-pg", "per_s": 300.0},
              {**cell, "kind": "raw-pg", "per_s": 400.0}, {**cell, "kind": "raw", "per_s": 5.0},
+             {**cell, "kind": "plain-pg", "per_s": 1000.0},
+             {**cell, "kind": "store-pg", "op": "lease_pair", "per_s": 200.0},
              {**cell, "kind": "store", "op": "msg_send", "per_s": 1.0}]
     [row] = table(cells)
     assert row["procs"] == 4 and row["store"]["per_s"] == 900 and row["pg_store_over_raw"] == 0.75
+    assert row["pg_store_over_plain"] == 0.3
+    assert row["pg_pair_writes_over_plain"] == 0.4  # a pair is two committed writes
+    [alone] = table([c for c in cells if c["kind"] != "plain-pg"])
+    assert alone["pg_store_over_plain"] is None and alone["pg_pair_writes_over_plain"] is None
+
+
+def test_the_plain_baseline_commits_each_insert_durably(pg_url: str) -> None:
+    """plain-pg is INSERT + COMMIT with synchronous_commit on, whatever the server's default:
+    each call's row is committed (seen from another connection) and no lock is taken."""
+    from agents_room.store import Store
+    from sim.bench.raw_pg import PlainPgRoom
+
+    Store.open(pg_url).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("ALTER ROLE CURRENT_USER SET synchronous_commit = off")
+        try:
+            plain = PlainPgRoom(pg_url)
+            assert plain.conn.execute("SHOW synchronous_commit").fetchone()[0] == "on"
+            seq = plain.claim(plain.join("/w", "r", "w"), "/w/x.py", 1)["seq"]
+            assert conn.execute("SELECT kind FROM events WHERE seq = %s", (seq,)).fetchone() == ("plain",)
+            assert conn.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'").fetchone()[0] == 0
+            plain.close()
+        finally:
+            conn.execute("ALTER ROLE CURRENT_USER RESET synchronous_commit")
 
 
 @pytest.mark.parametrize(("store", "words"), [

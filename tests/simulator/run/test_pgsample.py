@@ -5,6 +5,7 @@ writes; and the report's arithmetic over them (sim/report/postgres.py)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import psycopg
 import pytest
@@ -35,7 +36,13 @@ def test_a_waiter_for_the_write_lock_and_the_writes_are_seen(pg_url: str) -> Non
                     break
             holder.execute("COMMIT")
             waiting.join(timeout=10)
-        after = sampler.once()
+        # A backend hands its commit counts to pg_stat_database at most once a second while it
+        # runs, and all of them as it exits, which the client's close does not wait for.
+        for _ in range(40):
+            after = sampler.once()
+            if after["pg_commits"] - before["pg_commits"] >= 20:
+                break
+            time.sleep(0.05)
     finally:
         sampler.stop()
     assert during["pg_lock_waits"] == 1 and during["pg_connections"] >= 4, during

@@ -13,6 +13,15 @@ therefore in commit order, which is what the simulator's checker assumes when it
 takes a new snapshot per statement, after the lock is held). Reads run concurrently, each in
 a REPEATABLE READ snapshot.
 
+Durability (docs/decisions.md, "Commit in the lock, flush outside it"): a write
+transaction commits with ``synchronous_commit`` off for itself, so its commit becomes visible
+and releases the write lock as soon as the commit record is in the WAL, not after the fsync;
+the order of visibility stays the order of ``seq``. Before the store answers, the WAL is made
+durable up to a point past everything the caller's transaction saw (:data:`DURABLE`), outside
+the lock, where many callers' flushes share one fsync. A server lost before that flush loses
+only transactions whose callers got no answer (their call raises ``StoreError``: "may not
+have happened"); the WAL is one sequence, so what survives is a prefix of ``seq``.
+
 Time: with an unfixed :class:`Clock` every transaction's time is the server's
 ``clock_timestamp()``, read after the write lock is held, so hosts whose clocks disagree
 judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
@@ -21,6 +30,7 @@ judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 from collections.abc import Callable, Iterator
 from types import TracebackType
@@ -34,14 +44,12 @@ except ImportError as exc:  # the optional extra is not installed
 from ..clock import Clock
 from ..engines import POSTGRESQL, SCHEMA_VERSION
 from ..errors import RoomError, StoreBusy, StoreError, StoreUnreachable
-from ..jsontext import compact_json
 from ..location import Location
-from .connection import MAIL_CHANNEL, connect_options, scrub
+from .connection import connect_options, scrub
+from .tx import Tx
 
 if TYPE_CHECKING:
     from ..mailwait import MailWaiter
-
-_COMPACT = compact_json()
 
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
@@ -49,70 +57,37 @@ MIGRATE_LOCK = 0x6167_726F_6F6D_0002
 TABLES = ("sessions", "memberships", "messages", "deliveries", "leases", "reads", "events")
 
 NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
+# A write commits without waiting for its WAL flush (this transaction only): the lock is
+# released right after the commit record is inserted, not after the fsync (module docstring).
+_ASYNC = "set_config('synchronous_commit', 'off', true)"
 # The lock first, then the time: the subquery (not flattened: OFFSET 0) runs before the
 # outer target list, so the time is read once the lock is held.
-LOCK_NOW = f"SELECT extract(epoch FROM clock_timestamp())::float8 FROM (SELECT pg_advisory_xact_lock({WRITE_LOCK}) OFFSET 0) l"
-_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK})"
+LOCK_NOW = (f"SELECT extract(epoch FROM clock_timestamp())::float8 "
+            f"FROM (SELECT pg_advisory_xact_lock({WRITE_LOCK}), {_ASYNC} OFFSET 0) l")
+_LOCK = f"SELECT pg_advisory_xact_lock({WRITE_LOCK}), {_ASYNC}"
 BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-
-# ? -> %s once per statement text (a literal % doubled first). The rules modules build a
-# bounded set of texts (IN lists of 1..1000 marks at most), so the cache stays small.
-_PARAMS: dict[str, str] = {}
-
-
-def _pg(sql: str) -> str:
-    found = _PARAMS.get(sql)
-    if found is None:
-        found = _PARAMS[sql] = sql.replace("%", "%%").replace("?", "%s")
-    return found
+# The read's time and the WAL insert position once its snapshot is taken (the snapshot is
+# taken as its first statement starts): every commit it can see ends before that position.
+_NOW_AND_WAL = f"SELECT ({NOW[7:]}), pg_current_wal_insert_lsn()::text"
 
 
-class Tx:
-    """One open transaction (the engine contract's :class:`agents_room.store.engine.Tx`)."""
+def durable(upto: str = "pg_current_wal_insert_lsn()") -> str:
+    """One autocommit statement that returns once the WAL is durable up to ``upto`` (an LSN
+    expression): if the flush position is not yet past it, a transaction that writes one
+    WAL record (a transactional logical message, which nothing decodes without a logical
+    slot asking for it) commits with the session's ``synchronous_commit``, so its commit
+    waits for the flush of the WAL up to its own record, past ``upto``. It needs an xid and a
+    WAL record of its own: a commit without them (``SELECT pg_current_xact_id()`` alone)
+    flushes nothing. Concurrent callers' flushes share one fsync (group commit)."""
+    return (f"SELECT CASE WHEN pg_current_wal_flush_lsn() >= {upto} THEN NULL "
+            "ELSE pg_logical_emit_message(true, 'agents_room', '') END")
 
-    __slots__ = ("conn", "now")
 
-    # Per-engine SQL snippets the rules modules use where the dialects differ.
-    ROOMS_OF_SESSION = "(SELECT string_agg(room, chr(10) ORDER BY room) FROM memberships WHERE session_id = s.id)"
-    INSERTION_ORDER = "s.ord"
-    # A range of paths in byte order (store/coverage.py), whatever the database's collation;
-    # leases.path is COLLATE "C", so its primary key index serves the range.
-    BYTEWISE = 'COLLATE "C"'
-
-    def __init__(self, conn: psycopg.Connection, now: float) -> None:
-        self.conn = conn
-        self.now = now
-
-    def execute(self, sql: str, params: tuple | dict = ()) -> psycopg.Cursor:
-        return self.conn.execute(_pg(sql), params or None)
-
-    def many(self, sql: str, rows: list[tuple]) -> None:
-        if rows:
-            self.conn.cursor().executemany(_pg(sql), rows)
-
-    def one(self, sql: str, params: tuple | dict = ()) -> tuple | None:
-        return self.conn.execute(_pg(sql), params or None).fetchone()
-
-    def all(self, sql: str, params: tuple | dict = ()) -> list[tuple]:
-        return self.conn.execute(_pg(sql), params or None).fetchall()
-
-    def scalar(self, sql: str, params: tuple | dict = ()) -> Any:
-        row = self.conn.execute(_pg(sql), params or None).fetchone()
-        return None if row is None else row[0]
-
-    def notify_mail(self, session_ids: list[str]) -> None:
-        """Tell each session's waiters (LISTEN on :func:`mail_channel`) at this transaction's
-        commit; nothing if it rolls back. One statement for any number of recipients."""
-        if session_ids:
-            self.conn.execute("SELECT pg_notify(%s || r, '') FROM unnest(%s::text[]) r", (MAIL_CHANNEL, session_ids))
-
-    def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
-        """Append an audit row in this transaction; returns its seq."""
-        return self.conn.execute(
-            "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq",
-            (self.now, session_id, kind, path, _COMPACT(payload)),
-        ).fetchone()[0]  # type: ignore[index]
+# After a write's COMMIT, in the same round trip, outside the lock: durable up to the WAL's
+# insert position, which lies past this commit and every commit it saw.
+DURABLE = durable()
+_LSN = re.compile(r"[0-9A-F]{1,8}/[0-9A-F]{1,8}")
 
 
 def _idle_in_write_ms(busy_timeout_s: float) -> int:
@@ -157,7 +132,9 @@ class _Write:
                 try:
                     if calls is not None:  # store/callcounts.py: counts ride this write
                         calls.before_commit(self.tx)
-                    db.conn.execute("COMMIT")
+                    # The pending statements, the COMMIT, then the flush after the lock
+                    # (module docstring): one round trip.
+                    db.conn.execute(self.tx.sent_with(f"COMMIT; {DURABLE}"))  # type: ignore[union-attr]
                     if calls is not None:
                         calls.after_commit(True)
                     return
@@ -223,7 +200,7 @@ class Database:
             with contextlib.suppress(psycopg.Error):
                 conn.execute("ROLLBACK")
 
-    def _begin(self, begin: str) -> Tx:
+    def _begin(self, begin: str, *, wal: bool = False) -> Tx:
         """This process's turn on the connection, then ``begin`` in one round trip (BEGIN, and a
         statement whose one value is the server's time, read after any lock it takes)."""
         if not self._lock.acquire(timeout=self.busy_timeout_s):
@@ -232,8 +209,11 @@ class Database:
             conn = self._connection()
             cur = conn.execute(begin)
             cur.nextset()
-            now = cur.fetchone()[0]  # type: ignore[index]
-            return Tx(conn, now if self.server_time else self.clock.now())
+            row = cur.fetchone()
+            tx = Tx(conn, row[0] if self.server_time else self.clock.now())  # type: ignore[index]
+            if wal:
+                tx.wal = row[1]  # type: ignore[index]
+            return tx
         except BaseException as exc:
             self._rollback()
             self._lock.release()
@@ -248,15 +228,35 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Tx]:
-        """One read transaction: one snapshot, never blocks writers, never waits for them."""
-        tx = self._begin(f"{_BEGIN_READ}; {NOW}")
+        """One read transaction: one snapshot, never blocks writers, never waits for the write
+        lock; before it ends, the WAL is durable past every commit it could see (:meth:`_end_read`)."""
+        tx, seen = self._begin(f"{_BEGIN_READ}; {_NOW_AND_WAL}", wal=True), ""
         try:
+            seen = tx.wal
             yield tx
         except psycopg.Error as exc:
             raise translate(exc, self.location) from exc
         finally:
-            self._rollback()  # nothing to commit: a read
-            self._lock.release()
+            try:
+                self._end_read(seen)
+            finally:
+                self._lock.release()
+
+    def _end_read(self, seen: str) -> None:
+        """Nothing to commit: a read. But it may have seen others' commits whose WAL is not
+        flushed yet: durable up to its snapshot's WAL position before its answer goes out,
+        in the ROLLBACK's round trip (a server position, checked before it is spliced in)."""
+        conn = self.conn
+        if conn is None or conn.closed or conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            return
+        if not _LSN.fullmatch(seen):
+            self._rollback()
+            return
+        try:
+            conn.execute(f"ROLLBACK; {durable(repr(seen) + '::pg_lsn')}")
+        except psycopg.Error as exc:
+            self._rollback()
+            raise translate(exc, self.location) from exc
 
     def close(self) -> None:
         with self._lock:

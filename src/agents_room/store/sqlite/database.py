@@ -107,6 +107,14 @@ class Tx:
         )
         return cur.lastrowid  # type: ignore[return-value]
 
+    def log(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> None:
+        """:meth:`event` without its seq (in process: nothing to save by waiting)."""
+        self.event(kind, session_id, path, **payload)
+
+    def later(self, sql: str, params: tuple | dict = ()) -> None:
+        """Run ``sql`` now (in process: nothing to save by waiting)."""
+        self.conn.execute(sql, params)
+
 
 def translate(exc: sqlite3.Error, path: str) -> RoomError:
     """Map a SQLite error onto the store's tree (definite busy vs. indefinite failure)."""
