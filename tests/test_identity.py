@@ -74,15 +74,18 @@ def program(tmp_path: Path):
             argv = [str(folder / name), "60"]
         proc = subprocess.Popen(argv)
         started.append(proc)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:  # until the exec: before it, the child is still this Python
+        deadline = time.monotonic() + 30
+        while True:  # until the exec, and node's script on its command line: before, the child is this Python
             try:
-                if os.path.basename(os.readlink(f"/proc/{proc.pid}/exe")) in (name, "node", "sleep"):
-                    break
+                exe = os.path.basename(os.readlink(f"/proc/{proc.pid}/exe"))
+                script = name.encode() in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
             except OSError:
-                pass
+                exe, script = "", False
+            if exe in (name, "node", "sleep") and script:
+                return proc.pid
+            assert proc.poll() is None, f"{argv} exited with {proc.returncode}"
+            assert time.monotonic() < deadline, f"{argv} never ran (exe {exe!r})"
             time.sleep(0.01)
-        return proc.pid
 
     yield start
     for proc in started:

@@ -54,6 +54,7 @@ class Agent:
         self.sent = 0
         self.edits = 0
         self.last_error = ""
+        self.end_ns: int | None = None  # the run's end, once "go" came: no wait of an op crosses it
         self.driver: Driver = self._open_driver()
         # Fault injection: self-stops at moments only the agent sees, and the store clock the
         # nemesis jumps (the agent judges its leases by the same clock as the store).
@@ -165,10 +166,12 @@ class Agent:
             args["token"] = self.known.held[args.pop("under", args["path"])].token
             self.saboteur.before_edit(args["path"])  # a paused holder wakes up and edits with this token
         if op.kind == "stale" and op.args["path"] in self.known.held:
-            self._sleep_past(self.known.held[op.args["path"]].expires_at)
+            if not self._sleep_past(self.known.held[op.args["path"]].expires_at):
+                return
         if op.kind == "paused":  # past the shortest message ttl_s: deliveries overdue, not yet expired by a recv
             ttls = [t for t in self.w.message_ttl_s if t > 0]
-            time.sleep(min(3.0, min(ttls) + 0.02) if ttls else 0.0)
+            if not self._sleep(min(3.0, min(ttls) + 0.02) if ttls else 0.0):
+                return
         if op.f == "stale_session":  # leave, one send under the old id, then a new session
             old = self.session
             if self.record("room_leave", {"session_id": old}, extra) is not None:
@@ -189,6 +192,8 @@ class Agent:
                 self.join()
             return
         if op.f == "wake" and op.kind == "idle":  # idle past the retry window, nothing but the lever's looks
+            if not self._ends_in_time(IDLE_LOOKS * op.args["retry_s"] * 1.2):
+                return
             for _ in range(IDLE_LOOKS):
                 time.sleep(op.args["retry_s"] * 1.2)
                 self.record("wake", {**args, "session_id": self.session}, extra)
@@ -211,10 +216,23 @@ class Agent:
         if op.f == "room_leave_room" and got is not None:
             self.join()  # back into the room: a rejoin by harness key, same session
 
-    def _sleep_past(self, expires_at: float, longest_s: float = 3.0) -> None:
-        """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``."""
+    def _sleep_past(self, expires_at: float, longest_s: float = 3.0) -> bool:
+        """Sleep until just past a lease's expiry (by the store's clock), at most ``longest_s``;
+        False, without sleeping, when that would cross the run's end."""
         now = self.clock.now() if self.clock is not None else time.time()
-        time.sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))
+        return self._sleep(max(0.0, min(longest_s, expires_at + 0.02 - now)))
+
+    def _ends_in_time(self, seconds: float) -> bool:
+        """Whether a wait of ``seconds`` from now ends before the run does: an op that waits
+        (a stale renewal, a paused reader, an idle wake) is not begun when it cannot end in
+        the run; its wait would hold the whole run's stop (seconds of every run)."""
+        return self.end_ns is None or time.monotonic_ns() + seconds * 1e9 < self.end_ns
+
+    def _sleep(self, seconds: float) -> bool:
+        if not self._ends_in_time(seconds):
+            return False
+        time.sleep(seconds)
+        return True
 
     def _learn(self, f: str, args: dict[str, Any], got: dict[str, Any] | None) -> None:
         k = self.known
@@ -268,6 +286,7 @@ class Agent:
         return self.known
 
     def work(self, start_ns: int, end_ns: int) -> None:
+        self.end_ns = end_ns
         self.perform(Op("room_who", {}))
         if self.w.mode == "open":
             for intended in workload.schedule(self.scn.open_loop, start_ns, end_ns, self.rng):

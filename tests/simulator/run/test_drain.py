@@ -76,3 +76,34 @@ def test_a_drain_where_nothing_moves_gives_up_and_says_why(tmp_path: Path) -> No
     agent.driver.close()
     assert drained is False and 0.5 <= time.monotonic() - began < 5
     assert why.startswith("nothing moved for 0.5 s: 0 messages read before, ") and "store_busy" in why, why
+
+
+class Counting(Loaded):
+    """Counts the calls it passes on."""
+
+    def __init__(self, inner: Any) -> None:
+        super().__init__(inner, 0.0)
+        self.calls: list[str] = []
+
+    def call(self, f: str, args: dict[str, Any]) -> dict[str, Any]:
+        self.calls.append(f)
+        return self.inner.call(f, args)
+
+
+def test_an_op_whose_wait_would_cross_the_runs_end_is_not_begun(tmp_path: Path) -> None:
+    """A stale renewal waits for its lease to run out first: near the run's end it is not begun
+    (its wait held every run's stop for seconds); with time left it waits, then renews."""
+    from sim.run.workload import Op
+
+    agent, _ = agent_on(tmp_path)
+    path = agent.cfg.files[0]
+    agent.perform(Op("lease_claim", {"path": path, "ttl_s": 1, "mode": "exclusive"}))
+    assert path in agent.known.held
+    agent.driver = counting = Counting(agent.driver)
+    agent.end_ns = time.monotonic_ns() + 300_000_000  # 0.3 s left, the lease runs 1 s
+    agent.perform(Op("lease_renew", {"path": path, "ttl_s": 1}, "stale"))
+    assert counting.calls == [] and path in agent.known.held
+    agent.end_ns = time.monotonic_ns() + 10_000_000_000
+    agent.perform(Op("lease_renew", {"path": path, "ttl_s": 1}, "stale"))
+    assert counting.calls == ["lease_renew"]
+    agent.driver.close()
