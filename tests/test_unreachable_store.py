@@ -71,6 +71,15 @@ def server_env(url: str) -> dict[str, str]:
     return {**env, "AGENTS_ROOM_DB": url}
 
 
+def stop(proc: subprocess.Popen) -> str:
+    """Stop a server started with ``stderr=PIPE``; what it wrote there."""
+    proc.terminate()
+    proc.wait(timeout=10)
+    stderr = proc.stderr.read()
+    proc.stderr.close()
+    return stderr
+
+
 @pytest.mark.anyio
 async def test_a_stdio_server_started_while_the_database_is_down_serves_once_it_is_back(
     down_store: str, cluster: pgcluster.Cluster, repo: Path
@@ -108,10 +117,7 @@ async def test_an_http_server_started_while_the_database_is_down_serves_once_it_
             joined = await agent.call_tool("room_join", {"label": "back"})
             assert not joined.is_error, joined.content
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        stderr = proc.stderr.read()
-        proc.stderr.close()
+        stderr = stop(proc)
     assert "Traceback" not in stderr, stderr
     assert "unreachable" in stderr  # the start said why it serves without a store
 
@@ -134,10 +140,7 @@ def test_the_dashboard_started_while_the_database_is_down_shows_data_once_it_is_
         assert shown.status_code == 200, shown.text
         assert "rooms" in json.loads(shown.text)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        stderr = proc.stderr.read()
-        proc.stderr.close()
+        stderr = stop(proc)
     assert "Traceback" not in stderr, stderr
 
 

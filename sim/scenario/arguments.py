@@ -33,40 +33,34 @@ def scenario_file(text: str) -> Path:
 def new_folder(text: str) -> Path:
     """An output folder to be made: not there yet, under a folder this user may write in (the
     nearest one that exists; the rest is made)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    path = Path(text)
-    try:
-        if path.exists() or path.is_symlink():
-            raise argparse.ArgumentTypeError(f"{text} already exists; pick another")
-        above = path.absolute().parent
-        while not above.exists() and not above.is_symlink():
-            above = above.parent
-    except OSError as exc:  # a folder on the way this user may not enter
-        raise argparse.ArgumentTypeError(f"cannot make {text}: {(exc.strerror or 'not allowed').lower()}") from None
-    if not above.is_dir():
-        raise argparse.ArgumentTypeError(f"{above} is not a folder, so {text} cannot be made in it")
-    if not os.access(above, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot make {text}: {above} is not writable by this user")
-    return path
+    return _new_path(text, folder=True)
 
 
 def new_file(text: str) -> Path:
     """A file to be written: not there yet, in a folder that exists and this user may write in."""
+    return _new_path(text, folder=False)
+
+
+def _new_path(text: str, *, folder: bool) -> Path:
+    """``text`` as a path that is not there yet, in a place this user may write: for a
+    ``folder``, under the nearest folder that exists; for a file, in its own folder."""
+    verb, done, another = ("make", "made", "another") if folder else ("write", "written", "another file")
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
     path = Path(text)
     try:
         if path.exists() or path.is_symlink():
-            raise argparse.ArgumentTypeError(f"{text} already exists; pick another file")
+            raise argparse.ArgumentTypeError(f"{text} already exists; pick {another}")
         above = path.absolute().parent
+        while folder and not above.exists() and not above.is_symlink():
+            above = above.parent
         is_dir = above.is_dir()
     except OSError as exc:  # a folder on the way this user may not enter
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {(exc.strerror or 'not allowed').lower()}") from None
+        raise argparse.ArgumentTypeError(f"cannot {verb} {text}: {(exc.strerror or 'not allowed').lower()}") from None
     if not is_dir:
-        raise argparse.ArgumentTypeError(f"{above} is not a folder, so {text} cannot be written in it")
+        raise argparse.ArgumentTypeError(f"{above} is not a folder, so {text} cannot be {done} in it")
     if not os.access(above, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {above} is not writable by this user")
+        raise argparse.ArgumentTypeError(f"cannot {verb} {text}: {above} is not writable by this user")
     return path
 
 
