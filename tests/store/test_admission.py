@@ -589,7 +589,10 @@ def test_the_wal_starts_over_under_writers_of_several_connections(
         t.join()
     try:
         assert not failed, failed
-        assert stores[0].db.wal_bytes() < 8 * 1024 * 1024, stores[0].db.wal_bytes()
+        # Here the log peaks at ~6.5 MiB (128 turns of new-path claims); one restart missed
+        # on a loaded machine (a CI run: 8.2 MiB) doubles that. Checkpointed after the turn,
+        # the log reaches its 64 MiB bound (measured: 64 MiB in 3 of 3 runs).
+        assert stores[0].db.wal_bytes() < 24 * 1024 * 1024, stores[0].db.wal_bytes()
     finally:
         for store in stores:
             store.close()
