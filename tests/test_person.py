@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,24 @@ def test_inbox_reads_and_acks_what_agents_sent_the_person(room: Store, location:
     assert "no new messages" in ok(person(location, "inbox", cwd=repo))
     other = person(location, "inbox", "--json", cwd=repo, user="dave")  # $USER is a label, not the person
     assert json.loads(other.stdout)["session_id"] == me
+
+
+def test_the_hook_tells_an_agent_the_mail_is_from_a_person(room: Store, location: str, repo: Path) -> None:
+    """The installed hook (a real process) announces a person's message as a person's, and an
+    agent's as an agent's."""
+    from agents_room.install import hook_command
+
+    key = str(uuid.uuid4())
+    agent = room.room_join(cwd=str(repo), pid=None, label="alice", harness="claude-code", harness_key=key).session_id
+    bob = room.room_join(cwd=str(repo), pid=None, label="bob").session_id
+    me = sent(person(location, "send", "--json", agent, "deploy is frozen", cwd=repo))["session_id"]
+    room.msg_send(bob, agent, subject="rebase please")
+    payload = {"session_id": key, "cwd": str(repo), "hook_event_name": "UserPromptSubmit"}
+    done = subprocess.run(shlex.split(hook_command()), input=json.dumps(payload), capture_output=True, text=True,
+                          env={**os.environ, "AGENTS_ROOM_DB": location}, timeout=60)
+    text = json.loads(ok(done))["hookSpecificOutput"]["additionalContext"]
+    assert f"from carol ({me}), a person; bob ({bob})." in text
+    assert "from carol (a person): deploy is frozen" in text and "from bob: rebase please" in text
 
 
 def test_the_person_key_is_one_per_user_and_host() -> None:

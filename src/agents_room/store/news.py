@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 COLUMNS = "id, harness, harness_key, cwd, pid, label, tags, autonomy, wake_lever, created_at, last_seen, left_at, host, gone_at"
 # One session as stored (``tags`` still JSON text), and one unread delivery as a hook tells it.
 SessionRow = namedtuple("SessionRow", COLUMNS.replace(",", " "))
-Unread = namedtuple("Unread", "message_id sender sender_label subject state created_at")
+# ``sender_harness``: "human" for a person (store/people.py), so the words can say so.
+Unread = namedtuple("Unread", "message_id sender sender_label subject state created_at sender_harness")
 
 # The message (``m``) has not expired at the transaction's time.
 FRESH = "(m.expires_at IS NULL OR m.expires_at > ?)"
@@ -85,7 +86,7 @@ def hook_event(db: Any, session_id: str, *, tell: bool) -> list[Unread]:
 def pending(tx: Tx, where: str, params: tuple) -> list[Unread]:
     """Deliveries matching ``where`` (over ``d`` deliveries, ``m`` messages), oldest first."""
     rows = tx.all(
-        "SELECT d.message_id, m.sender, s.label, m.subject, d.state, m.created_at "
+        "SELECT d.message_id, m.sender, s.label, m.subject, d.state, m.created_at, s.harness "
         "FROM deliveries d JOIN messages m ON m.id = d.message_id LEFT JOIN sessions s ON s.id = m.sender "
         f"WHERE {where} ORDER BY d.message_id",
         params,
@@ -151,13 +152,20 @@ def describe(pending: list[Any], session_id: str) -> str:
     n = len(pending)
     senders: dict[str, str] = {}
     for p in pending:
-        senders.setdefault(p.sender, f"{p.sender_label} ({p.sender})" if p.sender_label else p.sender)
-    head = f"agents-room: {n} unread message{'s' if n != 1 else ''} for session {session_id} from {', '.join(senders.values())}."
+        who = f"{p.sender_label} ({p.sender})" if p.sender_label else p.sender
+        senders.setdefault(p.sender, f"{who}, a person" if _person(p) else who)
+    head = f"agents-room: {n} unread message{'s' if n != 1 else ''} for session {session_id} from {'; '.join(senders.values())}."
     lines = [head]
     for p in pending[:10]:
         subject = p.subject.replace("\n", " ")[:120] or "(no subject)"
-        lines.append(f"- #{p.message_id} from {p.sender_label or p.sender}: {subject}")
+        person = " (a person)" if _person(p) else ""
+        lines.append(f"- #{p.message_id} from {p.sender_label or p.sender}{person}: {subject}")
     if n > 10:
         lines.append(f"- ... and {n - 10} more")
     lines.append(f"msg_recv with session_id={session_id} reads them.")
     return "\n".join(lines)
+
+
+def _person(p: Any) -> bool:
+    """The sender is a person (``agents-room send``: harness "human", store/people.py)."""
+    return getattr(p, "sender_harness", None) == "human"

@@ -45,6 +45,7 @@ class Pending:
     subject: str
     state: str
     created_at: float
+    sender_harness: str | None = None  # "human" for a person (store/people.py)
 
 
 @dataclass(frozen=True)
