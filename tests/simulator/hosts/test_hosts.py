@@ -117,8 +117,8 @@ RUNNER = """
 import sys, time
 from sim.hosts.cluster import Hosts
 hosts = Hosts.create(1)
-print(hosts.net.record.run_id, flush=True)
-try:
+try:  # the line is printed inside: the test's SIGTERM may land while print returns
+    print(hosts.net.record.run_id, flush=True)
     time.sleep(120)
 finally:
     hosts.close()
