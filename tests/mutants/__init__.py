@@ -41,6 +41,7 @@ class Mutant:
     scope: tuple[str, ...] = LEASE  # the only invariants it may break
     scenario: Path = REGRESSION  # the scenario that catches it (rates.py runs it there)
     ci: bool = True  # run in the default test run (tests/regression/test_mutants.py); else rates.py only
+    postgres_only: bool = False  # a mutant of PostgreSQL's lease functions (mutants/leases_pg.py)
 
 
 MUTANTS = (
@@ -57,6 +58,12 @@ MUTANTS = (
     Mutant("shared-beside-exclusive", "mutants.leases:shared_ignores_exclusive",
            "a shared claim does not look for an exclusive holder",
            ("lease-exclusive",), ("lease-windows",)),
+    Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
+           "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
+           ("lease-exclusive",), ("lease-windows",), postgres_only=True),
+    Mutant("pg-claim-ignores-directories", "mutants.leases_pg:claim_ignores_directories",
+           "PostgreSQL's claim function looks up the path's own holders only: no directory above or beneath",
+           ("lease-exclusive",), ("lease-windows",), postgres_only=True),
     Mutant("duplicate-delivery", "mutants.deliveries:duplicate_delivery",
            "a broadcast inserts one delivery per shared room (no DISTINCT, no primary key)",
            ("delivery-exactly-once", "delivery-forward"), scope=DELIVERY),
