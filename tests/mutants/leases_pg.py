@@ -86,7 +86,7 @@ def claim_without_lock(db: Any, busy_timeout_s: float) -> Any:
     """The claim function forgets the write lock: two claims of one free path, each reading
     the holders before the other commits, are both granted (and seq is no longer commit order)."""
     store = _opened(db, busy_timeout_s)
-    rewrite_function(store, "agents_room_lease_begin",
+    rewrite_function(store, "agents_room_lease_claim",
                      ("PERFORM pg_advisory_xact_lock(7018704367216558081), set_config",
                       "PERFORM set_config"))
     return store

@@ -63,7 +63,7 @@ def test_lease_mutant_is_caught_on_postgresql(mutant: Mutant, pg_url: str, tmp_p
 
 def test_every_lease_mutant_runs_on_postgresql() -> None:
     assert {m.name for m in PG_LEASE} == {"check-then-act", "deferred-begin", "early-expiry", "shared-beside-exclusive",
-                                          "pg-claim-unlocked", "pg-claim-ignores-directories"}
+                                          "pg-claim-ignores-directories"}
 
 
 def assert_caught(mutant: Mutant, run: Run, store: str | None = None) -> None:

@@ -6,43 +6,28 @@
 -- calls and compares answers and events. What is not a rule stays in Python: the path's
 -- normal form (against the session's cwd, passed in and checked here), the words of a
 -- denial (from the holder these return), every error's explanation (the Python rules are
--- run again for those: an outcome other than 'done' here has changed nothing).
+-- run again for those: an outcome other than granted, denied or released has changed nothing).
 --
 -- The lock is the one of database.py's WRITE_LOCK (0x6167726F6F6D0001), taken first, with
 -- synchronous_commit off for this transaction (the caller flushes after the COMMIT, outside
 -- the lock), then the time (p_now: a fixed clock's, else the server's, read under the lock).
 
-CREATE FUNCTION agents_room_lease_sweep(p_now DOUBLE PRECISION) RETURNS void LANGUAGE sql AS $$
+-- PL/pgSQL, not SQL, for every one: a PL/pgSQL function's statements keep their plans for the
+-- session, a SQL function's are planned at every call.
+CREATE FUNCTION agents_room_lease_sweep(p_now DOUBLE PRECISION) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
     WITH gone AS (
         DELETE FROM leases WHERE expires_at <= p_now RETURNING path, session_id, mode, token, expires_at
     )
     INSERT INTO events (at, session_id, kind, path, payload)
     SELECT p_now, session_id, 'lease_expire', path,
            format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
-    FROM gone
-$$;
-
--- The time under the lock, and the caller's session: 'unknown' (no live session of that id)
--- or 'cwd' (the caller resolved the path against another cwd: o_cwd is the right one) with
--- nothing changed; else NULL, the session's label in o_label.
-CREATE FUNCTION agents_room_lease_begin(
-    p_session TEXT, p_cwd TEXT, p_now DOUBLE PRECISION,
-    OUT o_outcome TEXT, OUT o_now DOUBLE PRECISION, OUT o_cwd TEXT, OUT o_label TEXT
-) LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);
-    o_now := coalesce(p_now, extract(epoch FROM clock_timestamp())::float8);
-    SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
-    IF NOT FOUND THEN
-        o_outcome := 'unknown';
-    ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
-        o_outcome := 'cwd';
-    END IF;
+    FROM gone;
 END $$;
 
 -- One claim: 'granted' (o_token etc. the caller's lease; o_mine_mode its earlier mode, NULL
 -- for a new lease), 'denied' (o_h_* the holder in the way first by (mode, token), o_in_the_way
--- how many), or an outcome of agents_room_lease_begin.
+-- how many), 'unknown' or 'cwd'.
 CREATE FUNCTION agents_room_lease_claim(
     p_session TEXT, p_cwd TEXT, p_path TEXT, p_ttl DOUBLE PRECISION, p_mode TEXT, p_now DOUBLE PRECISION,
     OUT o_outcome TEXT, OUT o_now DOUBLE PRECISION, OUT o_cwd TEXT, OUT o_label TEXT,
@@ -55,8 +40,17 @@ DECLARE
     mine RECORD;
     h RECORD;
 BEGIN
-    SELECT * INTO o_outcome, o_now, o_cwd, o_label FROM agents_room_lease_begin(p_session, p_cwd, p_now);
-    IF o_outcome IS NOT NULL THEN
+    -- The write lock first (with synchronous_commit off for this transaction), then the time.
+    PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);
+    o_now := coalesce(p_now, extract(epoch FROM clock_timestamp())::float8);
+    -- The caller: 'unknown' (no live session of that id) or 'cwd' (the path was made absolute
+    -- against another cwd than the session's: o_cwd is the right one), nothing changed.
+    SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
+    IF NOT FOUND THEN
+        o_outcome := 'unknown';
+        RETURN;
+    ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
+        o_outcome := 'cwd';
         RETURN;
     END IF;
     UPDATE sessions SET last_seen = o_now WHERE id = p_session;
@@ -119,15 +113,22 @@ BEGIN
 END $$;
 
 -- One release: 'released' (o_mode, o_token what was released), 'not_held' (nothing changed:
--- the caller explains it with the Python rules), or an outcome of agents_room_lease_begin.
+-- the caller explains it with the Python rules), 'unknown' or 'cwd'.
 CREATE FUNCTION agents_room_lease_release(
     p_session TEXT, p_cwd TEXT, p_path TEXT, p_now DOUBLE PRECISION,
     OUT o_outcome TEXT, OUT o_now DOUBLE PRECISION, OUT o_cwd TEXT, OUT o_label TEXT,
     OUT o_mode TEXT, OUT o_token BIGINT
 ) LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT * INTO o_outcome, o_now, o_cwd, o_label FROM agents_room_lease_begin(p_session, p_cwd, p_now);
-    IF o_outcome IS NOT NULL THEN
+    -- As a claim's: the lock, the time, the caller.
+    PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);
+    o_now := coalesce(p_now, extract(epoch FROM clock_timestamp())::float8);
+    SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
+    IF NOT FOUND THEN
+        o_outcome := 'unknown';
+        RETURN;
+    ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
+        o_outcome := 'cwd';
         RETURN;
     END IF;
     -- A lease that is not live would be swept first and then not be found: store/leases.py's
