@@ -19,6 +19,13 @@ from .connection import translate
 
 _CLAIM = "SELECT * FROM agents_room_lease_claim(%s, %s, %s, %s::float8, %s, %s::float8)"
 _RELEASE = "SELECT * FROM agents_room_lease_release(%s, %s, %s, %s::float8)"
+# The functions' OUT columns in order (migrate_4.sql): read by position, not through the
+# cursor's description (whose column objects cost more than the rest of the answer).
+_CLAIM_COLUMNS = ("o_outcome", "o_now", "o_cwd", "o_label", "o_h_path", "o_h_session", "o_h_label", "o_h_mode",
+                  "o_h_token", "o_h_acquired", "o_h_expires", "o_in_the_way", "o_mine_mode", "o_token",
+                  "o_acquired", "o_expires")
+_RELEASE_COLUMNS = ("o_outcome", "o_now", "o_cwd", "o_label", "o_mode", "o_token")
+_ROWS = psycopg.pq.ExecStatus.TUPLES_OK
 
 
 class _Held:
@@ -53,7 +60,7 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
             calls.before_commit(held)
         try:
             cur = conn.execute("; ".join([begin, sql, *held.statements, "COMMIT", durable]))
-            while cur.description is None and cur.nextset():
+            while (cur.pgresult is None or cur.pgresult.status != _ROWS) and cur.nextset():
                 pass  # BEGIN's result first; the function's is the first with rows
             row = cur.fetchone()
         except BaseException:
@@ -62,7 +69,7 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
             raise
         if calls is not None:
             calls.after_commit(True)
-        return _answer(call, row, [c.name for c in cur.description or ()])
+        return _answer(call, row, _CLAIM_COLUMNS if call.op == "claim" else _RELEASE_COLUMNS)
     except BaseException as exc:
         db._rollback()
         if isinstance(exc, psycopg.Error):
@@ -72,7 +79,7 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
         db._lock.release()
 
 
-def _answer(call: LeaseCall, row: Any, names: list[str]) -> LeaseAnswer:
+def _answer(call: LeaseCall, row: Any, names: tuple[str, ...]) -> LeaseAnswer:
     got = dict(zip(names, row, strict=True))
     outcome = got["o_outcome"]
     if outcome in ("unknown", "cwd", "not_held", "released"):
