@@ -171,8 +171,8 @@ def early_expiry(db: Path, busy_timeout_s: float) -> Store:
     if store.db.engine == "postgresql":  # claims and releases sweep in the server's function there
         from .leases_pg import rewrite_function
 
-        rewrite_function(store, "agents_room_lease_sweep",
-                         ("WHERE expires_at <= p_now", "WHERE acquired_at + ttl_s <= p_now"))
+        for function in ("agents_room_lease_claim", "agents_room_lease_release"):
+            rewrite_function(store, function, ("WHERE expires_at <= o_now", "WHERE acquired_at + ttl_s <= o_now"))
     return store
 
 

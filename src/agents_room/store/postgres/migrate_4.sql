@@ -12,18 +12,10 @@
 -- synchronous_commit off for this transaction (the caller flushes after the COMMIT, outside
 -- the lock), then the time (p_now: a fixed clock's, else the server's, read under the lock).
 
--- PL/pgSQL, not SQL, for every one: a PL/pgSQL function's statements keep their plans for the
--- session, a SQL function's are planned at every call.
-CREATE FUNCTION agents_room_lease_sweep(p_now DOUBLE PRECISION) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-    WITH gone AS (
-        DELETE FROM leases WHERE expires_at <= p_now RETURNING path, session_id, mode, token, expires_at
-    )
-    INSERT INTO events (at, session_id, kind, path, payload)
-    SELECT p_now, session_id, 'lease_expire', path,
-           format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
-    FROM gone;
-END $$;
+-- PL/pgSQL, not SQL: a PL/pgSQL function's statements keep their plans for the session, a
+-- SQL function's are planned at every call. The sweep (store/leases.py's sweep: every expired
+-- lease deleted, each with its lease_expire event) is written out in both rather than called:
+-- a nested call costs more than the sweep itself when nothing has expired.
 
 -- One claim: 'granted' (o_token etc. the caller's lease; o_mine_mode its earlier mode, NULL
 -- for a new lease), 'denied' (o_h_* the holder in the way first by (mode, token), o_in_the_way
@@ -54,7 +46,13 @@ BEGIN
         RETURN;
     END IF;
     UPDATE sessions SET last_seen = o_now WHERE id = p_session;
-    PERFORM agents_room_lease_sweep(o_now);
+    WITH gone AS (
+        DELETE FROM leases WHERE expires_at <= o_now RETURNING path, session_id, mode, token, expires_at
+    )
+    INSERT INTO events (at, session_id, kind, path, payload)
+    SELECT o_now, session_id, 'lease_expire', path,
+           format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
+    FROM gone;
     -- store/coverage.py's covering_paths: the path and every directory above it.
     covering := ARRAY(SELECT left(p_path, i) FROM generate_series(1, length(p_path) - 1) i
                       WHERE substr(p_path, i, 1) = '/') || p_path;
@@ -138,7 +136,13 @@ BEGIN
         RETURN;
     END IF;
     UPDATE sessions SET last_seen = o_now WHERE id = p_session;
-    PERFORM agents_room_lease_sweep(o_now);
+    WITH gone AS (
+        DELETE FROM leases WHERE expires_at <= o_now RETURNING path, session_id, mode, token, expires_at
+    )
+    INSERT INTO events (at, session_id, kind, path, payload)
+    SELECT o_now, session_id, 'lease_expire', path,
+           format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
+    FROM gone;
     DELETE FROM leases WHERE path = p_path AND session_id = p_session RETURNING mode, token INTO o_mode, o_token;
     INSERT INTO events (at, session_id, kind, path, payload)
     VALUES (o_now, p_session, 'lease_release', p_path,
