@@ -22,6 +22,10 @@ the lock, where many callers' flushes share one fsync. A server lost before that
 only transactions whose callers got no answer (their call raises ``StoreError``: "may not
 have happened"); the WAL is one sequence, so what survives is a prefix of ``seq``.
 
+Lease claims and releases (docs/decisions.md, "One round trip in the lock"): one server
+function each (migrate_4.sql) that takes the same write lock as its first statement, run with
+BEGIN, the COMMIT and the flush in one round trip (leasecalls.py, :meth:`Database.serve_lease`).
+
 Time: with an unfixed :class:`Clock` every transaction's time is the server's
 ``clock_timestamp()``, read after the write lock is held, so hosts whose clocks disagree
 judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
