@@ -171,7 +171,7 @@ def early_expiry(db: Path, busy_timeout_s: float) -> Store:
     if store.db.engine == "postgresql":  # claims and releases sweep in the server's function there
         from .leases_pg import rewrite_function
 
-        for function in ("agents_room_lease_claim", "agents_room_lease_release"):
+        for function in ("agents_room_lease_claim", "agents_room_lease_release", "agents_room_lease_renew"):
             rewrite_function(store, function, ("WHERE expires_at <= o_now", "WHERE acquired_at + ttl_s <= o_now"))
     return store
 

@@ -1,4 +1,4 @@
-"""PostgreSQL's lease functions (store/postgres/migrate_4.sql, called in one round trip by
+"""PostgreSQL's lease functions (claim, release, renew; store/postgres/migrate_4.sql, called in one round trip by
 store/postgres/leasecalls.py) against the rules they stand in for (store/leases.py): the same
 calls on two fresh stores of the same cluster, one through the functions and one through the
 Python rules, must give the same answers, the same errors and the same events, payloads,
@@ -47,6 +47,8 @@ class Twin:
         try:
             if op == "claim":
                 answer: Any = astuple(self.store.lease_claim(self.ids[who], path, ttl, mode))
+            elif op == "renew":
+                answer = astuple(self.store.lease_renew(self.ids[who], path, None if mode == "own" else ttl))
             else:
                 answer = self.store.lease_release(self.ids[who], path)
         except RoomError as exc:
@@ -92,7 +94,9 @@ CASES = [
     ("nobody", "claim", "a.py"), ("nobody", "release", "a.py"),  # unknown session
     ("bob", "release", "a.py"), ("bob", "release", "nothing.py"), ("bob", "release", "sub"),  # not held
     ("ann", "claim", str(Path("/elsewhere/abs.py"))), ("ann", "claim", ""),  # absolute; bad path
-    ("wait", 61.0),  # every lease runs out: swept (with events) by the next write
+    ("ann", "renew", "a.py", "own"), ("ann", "renew", "a.py", "exclusive", 90), ("bob", "renew", "a.py"),
+    ("bob", "renew", "sub/"), ("nobody", "renew", "a.py"),  # renewals: own ttl, new ttl, not held, unknown
+    ("wait", 91.0),  # every lease runs out: swept (with events) by the next write
     ("cy", "claim", "sub/deep/x.py", "shared", 5), ("ann", "release", "a.py"),
     ("bob", "claim", "sub/", "shared", 2), ("wait", 3.0), ("ann", "claim", "sub/"), ("bob", "release", "sub/"),
 ]
@@ -111,6 +115,7 @@ def test_a_long_mix_of_claims_releases_and_expiries(twins: Any) -> None:
             steps.append(("wait", rng.choice([1.0, 3.0, 7.0])))
             continue
         who = rng.choice(["ann", "bob", "cy", "cy", "nobody"])
-        op = "claim" if rng.random() < 0.65 else "release"
-        steps.append((who, op, rng.choice(paths), rng.choice(["exclusive", "shared"]), rng.choice([2.0, 5.0, 60.0])))
+        op = rng.choices(["claim", "release", "renew"], [0.55, 0.3, 0.15])[0]
+        mode = rng.choice(["exclusive", "shared"] if op == "claim" else ["own", "exclusive"])
+        steps.append((who, op, rng.choice(paths), mode, rng.choice([2.0, 5.0, 60.0])))
     _same(twins, steps)

@@ -48,9 +48,10 @@ def _count(store: Store, call: Any) -> list[str]:
     return counted.sent
 
 
-def test_a_claim_and_its_release_take_one_round_trip_each(store: Store, tmp_path: Path) -> None:
+def test_a_claim_its_renewal_and_its_release_take_one_round_trip_each(store: Store, tmp_path: Path) -> None:
     sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
     claim = _count(store, lambda: store.lease_claim(sid, "a.py", 60))
+    renew = _count(store, lambda: store.lease_renew(sid, "a.py", 90))
     release = _count(store, lambda: store.lease_release(sid, "a.py"))
     # BEGIN, the function (the write lock, the time, the touch, the sweep, the holders, the
     # token, the lease, its event), COMMIT and the flush: one query string (8 before issue 32,
@@ -60,7 +61,8 @@ def test_a_claim_and_its_release_take_one_round_trip_each(store: Store, tmp_path
     assert "COMMIT;" in claim[0] and "pg_logical_emit_message" in claim[0]
     assert "pg_advisory_xact_lock" not in claim[0]  # the function's own first statement
     assert len(release) == 1 and "agents_room_lease_release(" in release[0], release
-    assert [e.kind for e in store.events()[-2:]] == ["lease_grant", "lease_release"]
+    assert len(renew) == 1 and "agents_room_lease_renew(" in renew[0], renew
+    assert [e.kind for e in store.events()[-3:]] == ["lease_grant", "lease_renew", "lease_release"]
 
 
 def test_another_process_learns_the_sessions_cwd_once(store: Store, pg_url: str, tmp_path: Path) -> None:

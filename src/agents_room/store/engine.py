@@ -177,11 +177,11 @@ class Database(Protocol):
         function taking the write lock, the time and the COMMIT with it, so the lock is held
         for one round trip (PostgreSQL, store/postgres/leasecalls.py); SQLite answers None.
 
-        What it does must be exactly what :func:`.leases.claim` or :func:`.leases.release`
-        does in a write transaction (the session's touch, the sweep with its events, the
+        What it does must be exactly what :func:`.leases.claim`, :func:`.leases.release` or
+        :func:`.leases.renew` does in a write transaction (the session's touch, the sweep with its events, the
         holders over and beneath the path, the token, the row, the event, the same payloads),
         checked by running both on the same calls (tests/store/test_pg_lease_functions.py).
-        Its answers other than ``granted``, ``denied`` and ``released`` must have changed
+        Its answers other than ``granted``, ``denied``, ``released`` and ``renewed`` must have changed
         nothing (:class:`.leasecall.LeaseAnswer`); the rules then run and word the error. Errors:
         ``StoreBusy`` and ``StoreError`` as :meth:`write`'s."""
         ...

@@ -27,7 +27,7 @@ class Claim:
     lease: Lease | None
 
 
-Outcome = Literal["granted", "denied", "released", "unknown", "cwd", "not_held"]
+Outcome = Literal["granted", "denied", "released", "renewed", "unknown", "cwd", "not_held"]
 
 
 @dataclass(frozen=True)
@@ -35,11 +35,11 @@ class LeaseCall:
     """One lease write, its arguments already checked. ``cwd``: the session's cwd ``path`` was
     made absolute against (None: ``path`` was absolute as given, any cwd will do)."""
 
-    op: Literal["claim", "release"]
+    op: Literal["claim", "release", "renew"]
     session_id: str
     cwd: str | None
     path: str
-    ttl_s: float = 0.0  # claim only
+    ttl_s: float | None = None  # claim: the lease's; renew: None keeps the lease's own
     mode: str = "exclusive"  # claim only
 
 
@@ -48,9 +48,10 @@ class LeaseAnswer:
     """What the engine did. ``granted``: ``lease`` is the caller's, ``previous_mode`` its mode
     before (None: a new lease). ``denied``: ``holder`` is the first of ``in_the_way`` holders
     in the way, ``previous_mode`` the caller's own mode of the path if it holds it.
-    ``released``. Nothing changed on the others: ``unknown`` (no live session of that id),
-    ``cwd`` (the session's cwd is ``cwd``, not the call's), ``not_held`` (a release of a lease
-    the caller does not hold)."""
+    ``released``. ``renewed``: ``lease`` is the caller's, renewed. Nothing changed on the
+    others: ``unknown`` (no live session of that id),
+    ``cwd`` (the session's cwd is ``cwd``, not the call's), ``not_held`` (a release or renewal
+    of a lease the caller does not hold)."""
 
     outcome: Outcome
     cwd: str | None = None

@@ -1,5 +1,5 @@
 """Lease writes an engine answers itself, whole (:meth:`.engine.Database.serve_lease`): on
-PostgreSQL a claim or a release is one server function called in one round trip, so the
+PostgreSQL a claim, a release or a renewal is one server function called in one round trip, so the
 store's one write lock is held for that round trip alone (docs/decisions.md, "One round trip
 in the lock"). The rules are :mod:`.leases`'s; the engine's function does what they do,
 and what is not a rule stays here: the path's normal form, the words of the answer.
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from . import bounds
 from .errors import InvalidArgument
-from .leasecall import Claim, LeaseAnswer, LeaseCall
+from .leasecall import Claim, Lease, LeaseAnswer, LeaseCall
 from .leases import denial, grant
 
 if TYPE_CHECKING:
@@ -54,7 +54,12 @@ class Served:
         answered = self._call("release", session_id, path, 0.0, "exclusive")
         return answered is not None and answered[0].outcome == "released"
 
-    def _call(self, op: Literal["claim", "release"], session_id: Any, path: Any, ttl_s: float,
+    def renew(self, session_id: Any, path: Any, ttl_s: float | None) -> Lease | None:
+        """The renewed lease, or None: run :func:`.leases.renew` instead (which may raise)."""
+        answered = self._call("renew", session_id, path, ttl_s, "exclusive")
+        return answered[0].lease if answered is not None and answered[0].outcome == "renewed" else None
+
+    def _call(self, op: Literal["claim", "release", "renew"], session_id: Any, path: Any, ttl_s: float | None,
               mode: str) -> tuple[LeaseAnswer, str] | None:
         try:
             sid = bounds.session_id_text(session_id)

@@ -22,9 +22,10 @@ the lock, where many callers' flushes share one fsync. A server lost before that
 only transactions whose callers got no answer (their call raises ``StoreError``: "may not
 have happened"); the WAL is one sequence, so what survives is a prefix of ``seq``.
 
-Lease claims and releases (docs/decisions.md, "One round trip in the lock"): one server
-function each (migrate_4.sql) that takes the same write lock as its first statement, run with
-BEGIN, the COMMIT and the flush in one round trip (leasecalls.py, :meth:`Database.serve_lease`).
+Lease claims, releases and renewals (docs/decisions.md, "One round trip in the lock"): one
+server function each (migrate_4.sql) that takes the same write lock as its first statement,
+run with BEGIN, the COMMIT and the flush in one round trip (leasecalls.py,
+:meth:`Database.serve_lease`).
 
 Time: with an unfixed :class:`Clock` every transaction's time is the server's
 ``clock_timestamp()``, read after the write lock is held, so hosts whose clocks disagree
@@ -150,8 +151,9 @@ class Database:
 
     engine = POSTGRESQL
     calls: Any = None  # this process's call counts (store/callcounts.py), added before each COMMIT
-    # Lease claims and releases by migrate_4.sql's functions, in one round trip (leasecalls.py);
-    # False runs store/leases.py's rules instead (tests compare the two; mutants of those rules).
+    # Lease claims, releases and renewals by migrate_4.sql's functions, in one round trip
+    # (leasecalls.py); False runs store/leases.py's rules instead (tests compare the two;
+    # mutants of those rules).
     serves_leases = True
 
     def __init__(self, location: Location, clock: Clock, busy_timeout_s: float) -> None:
@@ -191,7 +193,7 @@ class Database:
         return conn
 
     def serve_lease(self, call: LeaseCall) -> LeaseAnswer | None:
-        """A lease claim or release in one round trip (leasecalls.py); None when
+        """A lease claim, release or renewal in one round trip (leasecalls.py); None when
         :attr:`serves_leases` is off."""
         if not self.serves_leases:
             return None

@@ -1,4 +1,4 @@
-"""A lease write as one round trip (the engine contract's ``serve_lease``, store/served.py):
+"""A lease write (claim, release, renew) as one round trip (the engine contract's ``serve_lease``, store/served.py):
 BEGIN, the server function of migrate_4.sql (which takes the write lock and the time, and
 runs store/leases.py's rules), this process's call counts, COMMIT (asynchronous: the lock
 goes at the commit record), then the flush outside the lock (database.DURABLE), in one
@@ -19,12 +19,14 @@ from .connection import translate
 
 _CLAIM = "SELECT * FROM agents_room_lease_claim(%s, %s, %s, %s::float8, %s, %s::float8)"
 _RELEASE = "SELECT * FROM agents_room_lease_release(%s, %s, %s, %s::float8)"
+_RENEW = "SELECT * FROM agents_room_lease_renew(%s, %s, %s, %s::float8, %s::float8)"
 # The functions' OUT columns in order (migrate_4.sql): read by position, not through the
 # cursor's description (whose column objects cost more than the rest of the answer).
 _CLAIM_COLUMNS = ("o_outcome", "o_now", "o_cwd", "o_label", "o_h_path", "o_h_session", "o_h_label", "o_h_mode",
                   "o_h_token", "o_h_acquired", "o_h_expires", "o_in_the_way", "o_mine_mode", "o_token",
                   "o_acquired", "o_expires")
 _RELEASE_COLUMNS = ("o_outcome", "o_now", "o_cwd", "o_label", "o_mode", "o_token")
+_RENEW_COLUMNS = ("o_outcome", "o_now", "o_cwd", "o_label", "o_mode", "o_token", "o_acquired", "o_expires")
 _ROWS = psycopg.pq.ExecStatus.TUPLES_OK
 
 
@@ -53,6 +55,8 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
         now = None if db.server_time else db.clock.now()
         if call.op == "claim":
             sql = binder.mogrify(_CLAIM, (call.session_id, call.cwd, call.path, call.ttl_s, call.mode, now))
+        elif call.op == "renew":
+            sql = binder.mogrify(_RENEW, (call.session_id, call.cwd, call.path, call.ttl_s, now))
         else:
             sql = binder.mogrify(_RELEASE, (call.session_id, call.cwd, call.path, now))
         held = _Held(binder)
@@ -69,7 +73,8 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
             raise
         if calls is not None:
             calls.after_commit(True)
-        return _answer(call, row, _CLAIM_COLUMNS if call.op == "claim" else _RELEASE_COLUMNS)
+        columns = {"claim": _CLAIM_COLUMNS, "renew": _RENEW_COLUMNS}.get(call.op, _RELEASE_COLUMNS)
+        return _answer(call, row, columns)
     except BaseException as exc:
         db._rollback()
         if isinstance(exc, psycopg.Error):
@@ -84,6 +89,10 @@ def _answer(call: LeaseCall, row: Any, names: tuple[str, ...]) -> LeaseAnswer:
     outcome = got["o_outcome"]
     if outcome in ("unknown", "cwd", "not_held", "released"):
         return LeaseAnswer(outcome, cwd=got["o_cwd"])
+    if outcome == "renewed":
+        lease = Lease(call.path, call.session_id, got["o_label"], got["o_mode"], got["o_token"], got["o_acquired"],
+                      got["o_expires"])
+        return LeaseAnswer("renewed", got["o_cwd"], lease=lease)
     if outcome == "denied":
         holder = Lease(got["o_h_path"], got["o_h_session"], got["o_h_label"], got["o_h_mode"], got["o_h_token"],
                        got["o_h_acquired"], got["o_h_expires"])

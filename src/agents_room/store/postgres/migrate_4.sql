@@ -1,12 +1,13 @@
--- agents-room on PostgreSQL, schema version 4: lease_claim and lease_release as one server
--- function each, so a write holds the store's one write lock for ONE client round trip
+-- agents-room on PostgreSQL, schema version 4: lease_claim, lease_release and lease_renew as
+-- one server function each, so a write holds the store's one write lock for ONE client round trip
 -- (docs/decisions.md, "One round trip in the lock"). They do exactly what store/leases.py's
--- claim and release do (and sessions.resolve's touch), statement for statement, in the same
+-- claim, release and renew do (and sessions.resolve's touch), statement for statement, in the same
 -- order, with the same events; tests/store/test_pg_lease_functions.py runs both on the same
 -- calls and compares answers and events. What is not a rule stays in Python: the path's
 -- normal form (against the session's cwd, passed in and checked here), the words of a
 -- denial (from the holder these return), every error's explanation (the Python rules are
--- run again for those: an outcome other than granted, denied or released has changed nothing).
+-- run again for those: an outcome other than granted, denied, released or renewed has changed
+-- nothing).
 --
 -- The lock is the one of database.py's WRITE_LOCK (0x6167726F6F6D0001), taken first, with
 -- synchronous_commit off for this transaction (the caller flushes after the COMMIT, outside
@@ -14,7 +15,7 @@
 
 -- PL/pgSQL, not SQL: a PL/pgSQL function's statements keep their plans for the session, a
 -- SQL function's are planned at every call. The sweep (store/leases.py's sweep: every expired
--- lease deleted, each with its lease_expire event) is written out in both rather than called:
+-- lease deleted, each with its lease_expire event) is written out in each rather than called:
 -- a nested call costs more than the sweep itself when nothing has expired.
 
 -- One claim: 'granted' (o_token etc. the caller's lease; o_mine_mode its earlier mode, NULL
@@ -148,6 +149,54 @@ BEGIN
     VALUES (o_now, p_session, 'lease_release', p_path,
             format('{"mode":%s,"token":%s,"reason":"release"}', to_json(o_mode), o_token));
     o_outcome := 'released';
+END $$;
+
+-- One renewal: 'renewed' (o_mode, o_token, o_acquired, o_expires the caller's lease after it;
+-- p_ttl NULL keeps the lease's own ttl_s), 'not_held' (nothing changed: the caller explains
+-- it with the Python rules), 'unknown' or 'cwd'.
+CREATE FUNCTION agents_room_lease_renew(
+    p_session TEXT, p_cwd TEXT, p_path TEXT, p_ttl DOUBLE PRECISION, p_now DOUBLE PRECISION,
+    OUT o_outcome TEXT, OUT o_now DOUBLE PRECISION, OUT o_cwd TEXT, OUT o_label TEXT,
+    OUT o_mode TEXT, OUT o_token BIGINT, OUT o_acquired DOUBLE PRECISION, OUT o_expires DOUBLE PRECISION
+) LANGUAGE plpgsql AS $$
+DECLARE
+    ttl DOUBLE PRECISION;
+BEGIN
+    -- As a claim's: the lock, the time, the caller.
+    PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);
+    o_now := coalesce(p_now, extract(epoch FROM clock_timestamp())::float8);
+    SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
+    IF NOT FOUND THEN
+        o_outcome := 'unknown';
+        RETURN;
+    ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
+        o_outcome := 'cwd';
+        RETURN;
+    END IF;
+    -- As for a release: a lease that is not live would be swept, then not found.
+    IF NOT EXISTS (SELECT 1 FROM leases WHERE path = p_path AND session_id = p_session AND expires_at > o_now) THEN
+        o_outcome := 'not_held';
+        RETURN;
+    END IF;
+    UPDATE sessions SET last_seen = o_now WHERE id = p_session;
+    WITH gone AS (
+        DELETE FROM leases WHERE expires_at <= o_now RETURNING path, session_id, mode, token, expires_at
+    )
+    INSERT INTO events (at, session_id, kind, path, payload)
+    SELECT o_now, session_id, 'lease_expire', path,
+           format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
+    FROM gone;
+    SELECT l.mode, l.ttl_s, l.acquired_at INTO o_mode, ttl, o_acquired FROM leases l
+    WHERE l.path = p_path AND l.session_id = p_session;
+    ttl := coalesce(p_ttl, ttl);
+    UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value INTO o_token;
+    o_expires := o_now + ttl;
+    UPDATE leases SET token = o_token, ttl_s = ttl, expires_at = o_expires
+    WHERE path = p_path AND session_id = p_session;
+    INSERT INTO events (at, session_id, kind, path, payload)
+    VALUES (o_now, p_session, 'lease_renew', p_path,
+            format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(o_mode), o_token, to_json(o_expires)));
+    o_outcome := 'renewed';
 END $$;
 
 UPDATE agents_room_meta SET value = '4' WHERE key = 'schema_version';
