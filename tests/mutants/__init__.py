@@ -41,6 +41,7 @@ class Mutant:
     scope: tuple[str, ...] = LEASE  # the only invariants it may break
     scenario: Path = REGRESSION  # the scenario that catches it (rates.py runs it there)
     ci: bool = True  # run in the default test run (tests/regression/test_mutants.py); else rates.py only
+    postgres_only: bool = False  # a mutant of PostgreSQL's lease functions (mutants/leases_pg.py)
 
 
 MUTANTS = (
@@ -57,6 +58,15 @@ MUTANTS = (
     Mutant("shared-beside-exclusive", "mutants.leases:shared_ignores_exclusive",
            "a shared claim does not look for an exclusive holder",
            ("lease-exclusive",), ("lease-windows",)),
+    Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
+           "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
+           # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so
+           # rates.py only; tests/regression/test_mutant_bugs.py forces the interleaving every time)
+           ("lease-exclusive",), ("lease-windows",), ci=False, postgres_only=True),
+    Mutant("pg-claim-ignores-directories", "mutants.leases_pg:claim_ignores_directories",
+           "PostgreSQL's claim function looks up the path's own holders only: no directory above or beneath",
+           # (the black box compares a path's own windows: directory coverage is the replay's, as for directory-one-way)
+           ("lease-exclusive",), postgres_only=True),
     Mutant("duplicate-delivery", "mutants.deliveries:duplicate_delivery",
            "a broadcast inserts one delivery per shared room (no DISTINCT, no primary key)",
            ("delivery-exactly-once", "delivery-forward"), scope=DELIVERY),

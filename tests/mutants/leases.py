@@ -167,10 +167,23 @@ def early_expiry(db: Path, busy_timeout_s: float) -> Store:
     """The sweep's bound forgets renewals and re-claims (which move ``expires_at``, not
     ``acquired_at``): a lease renewed for longer is swept at its first term."""
     rewrite(leases, "sweep", "WHERE expires_at <= ?", "WHERE acquired_at + ttl_s <= ?")
-    return Store.open(db, busy_timeout_s=busy_timeout_s)
+    store = Store.open(db, busy_timeout_s=busy_timeout_s)
+    if store.db.engine == "postgresql":  # claims and releases sweep in the server's function there
+        from .leases_pg import rewrite_function
+
+        for function in ("agents_room_lease_claim", "agents_room_lease_release", "agents_room_lease_renew"):
+            rewrite_function(store, function, ("WHERE expires_at <= o_now", "WHERE acquired_at + ttl_s <= o_now"))
+    return store
 
 
 def shared_ignores_exclusive(db: Path, busy_timeout_s: float) -> Store:
     """A shared claim never looks for an exclusive holder."""
     rewrite(leases, "claim", 'else [h for h in others if h.mode == "exclusive"]', "else []")
-    return Store.open(db, busy_timeout_s=busy_timeout_s)
+    store = Store.open(db, busy_timeout_s=busy_timeout_s)
+    if store.db.engine == "postgresql":  # the server's claim function, likewise (covering paths only)
+        from .leases_pg import rewrite_function
+
+        rewrite_function(store, "agents_room_lease_claim",
+                         ("      AND (p_mode = 'exclusive' OR l.mode = 'exclusive')\n    ORDER BY l.mode",
+                          "      AND p_mode = 'exclusive'\n    ORDER BY l.mode"))
+    return store

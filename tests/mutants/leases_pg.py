@@ -48,3 +48,55 @@ class LazyLockDatabase(postgres.Database):
 def lazy_lock(db: Any) -> None:
     """Turn an open PostgreSQL store's database into the lazy-lock one (same connection)."""
     db.__class__ = LazyLockDatabase
+
+
+# -- mutants of the lease functions (store/postgres/migrate_4.sql) ------------------------------
+
+
+def rewrite_function(store: Any, name: str, *changes: tuple[str, str]) -> None:
+    """Replace each ``(old, new)`` snippet (exactly once) in the store's server function
+    ``name`` and create it anew in the store's schema, once for every process of a run: under
+    the migration lock, a function already rewritten (its first ``new`` in it) is left alone."""
+    from .mutation import MutationError
+
+    db = store.db
+    with db._lock:
+        conn = db._connection()
+        conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({postgres.MIGRATE_LOCK})")
+        try:
+            source = conn.execute("SELECT pg_get_functiondef(%s::regproc)", (name,)).fetchone()[0]
+            if changes[0][1] not in source:
+                for old, new in changes:
+                    if source.count(old) != 1:
+                        raise MutationError(f"{name}: the snippet {old!r} occurs {source.count(old)} times, not once")
+                    source = source.replace(old, new)
+                conn.execute(source)
+            conn.execute("COMMIT")
+        finally:
+            db._rollback()
+
+
+def _opened(db: Any, busy_timeout_s: float) -> Any:
+    from agents_room.store import Store
+
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def claim_without_lock(db: Any, busy_timeout_s: float) -> Any:
+    """The claim function forgets the write lock: two claims of one free path, each reading
+    the holders before the other commits, are both granted (and seq is no longer commit order)."""
+    store = _opened(db, busy_timeout_s)
+    rewrite_function(store, "agents_room_lease_claim",
+                     ("PERFORM pg_advisory_xact_lock(7018704367216558081), set_config",
+                      "PERFORM set_config"))
+    return store
+
+
+def claim_ignores_directories(db: Any, busy_timeout_s: float) -> Any:
+    """The claim function's holder lookup knows no directories: neither a directory lease
+    above the path nor, for a directory, the leases beneath it stand in the way."""
+    store = _opened(db, busy_timeout_s)
+    rewrite_function(store, "agents_room_lease_claim",
+                     ("WHERE substr(p_path, i, 1) = '/') || p_path", "WHERE false) || p_path"),
+                     ("IF right(p_path, 1) = '/' THEN", "IF false THEN"))
+    return store

@@ -89,6 +89,7 @@ def select(args: argparse.Namespace) -> list[Mutant | None]:
     family = args.family or ("lease-delivery" if args.engine == "postgresql" and not args.mutant else "all")
     chosen: list[Mutant | None] = [m for m in MUTANTS if (not args.mutant or m.name in args.mutant)
                                    and (not args.ci or m.ci)
+                                   and (args.engine == "postgresql" or not m.postgres_only)
                                    and (family == "all" or m.scenario.name == REGRESSION.name)]
     if args.control or (args.engine == "postgresql" and not args.mutant):
         chosen.append(None)

@@ -128,6 +128,42 @@ def test_the_postgresql_twin_takes_the_write_lock_too_late(pg_url: str, repo: Pa
         b.close()
 
 
+@pytest.mark.parametrize("shipped", [False, True], ids=["claim-unlocked", "shipped"])
+def test_the_claim_function_without_the_write_lock_grants_twice(pg_url: str, repo: Path, shipped: bool) -> None:
+    """PostgreSQL's claim function (store/postgres/migrate_4.sql) with its write lock dropped
+    (mutants/leases_pg.py): a's claim has run on the server and not committed yet when b's
+    arrives. b's finds no holder (a's lease is not visible), waits only for the token's row
+    and grants when a commits: two exclusive holders. The shipped function waits for the write
+    lock before it looks: it sees a's lease and denies."""
+    import threading
+
+    import psycopg
+
+    from mutants import leases_pg
+
+    b = Store.open(pg_url, busy_timeout_s=5.0)
+    if not shipped:
+        leases_pg.claim_without_lock(pg_url, busy_timeout_s=5.0).close()
+    sa = b.room_join(cwd=str(repo), pid=None, label="a").session_id
+    sb = b.room_join(cwd=str(repo), pid=None, label="b").session_id
+    path = str(repo / "x.py")
+    a = psycopg.connect(pg_url, autocommit=True)
+    try:
+        a.execute("BEGIN")
+        a.execute("SELECT * FROM agents_room_lease_claim(%s, NULL, %s, 30, 'exclusive', NULL)", (sa, path))
+        threading.Timer(0.5, lambda: a.execute("COMMIT")).start()  # while b's claim is on the server
+        answer = b.lease_claim(sb, path, 30)
+        holders = {h.session_id for h in b.lease_check(sb, path).holders}
+        if shipped:
+            assert not answer.ok and answer.holder is not None and answer.holder.session_id == sa
+            assert holders == {sa}
+        else:
+            assert answer.ok and holders == {sa, sb}
+    finally:
+        a.close()
+        b.close()
+
+
 def test_early_expiry_sweeps_a_renewed_lease_at_its_first_term(tmp_path: Path, repo: Path, restore: None) -> None:
     def steps(db: Path) -> bool:
         clock = Clock(fixed=1_800_000_000.0)

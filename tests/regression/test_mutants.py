@@ -22,11 +22,11 @@ from mutants.matrix import STARVED_CLAIMS, Run, caught, claims, facts, run_sim, 
 # The lease mutants of mutants/leases.py run on PostgreSQL too (a fresh schema of the test
 # cluster; deferred-begin is its PostgreSQL twin there, mutants/leases_pg.py). The oracle's
 # lease mutants and the delivery ones: rates.py --engine postgresql.
-PG_LEASE = [m for m in MUTANTS if m.ci and m.factory.startswith("mutants.leases:")]
+PG_LEASE = [m for m in MUTANTS if m.ci and m.factory.startswith(("mutants.leases:", "mutants.leases_pg:"))]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.ci], ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.ci and not m.postgres_only], ids=lambda m: m.name)
 def test_mutant_is_caught(mutant: Mutant, tmp_path: Path) -> None:
     run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario)
     if starved(run):  # too little work to prove anything either way: once more, twice as long
@@ -62,7 +62,8 @@ def test_lease_mutant_is_caught_on_postgresql(mutant: Mutant, pg_url: str, tmp_p
 
 
 def test_every_lease_mutant_runs_on_postgresql() -> None:
-    assert {m.name for m in PG_LEASE} == {"check-then-act", "deferred-begin", "early-expiry", "shared-beside-exclusive"}
+    assert {m.name for m in PG_LEASE} == {"check-then-act", "deferred-begin", "early-expiry", "shared-beside-exclusive",
+                                          "pg-claim-ignores-directories"}
 
 
 def assert_caught(mutant: Mutant, run: Run, store: str | None = None) -> None:

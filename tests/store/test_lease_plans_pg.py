@@ -39,13 +39,8 @@ def _plan(store: Store, sql: str, params: tuple) -> str:
 def test_a_claim_s_holder_checks_use_the_primary_key(
     store: Store, repo: Path, recorded: list[tuple[str, tuple]]
 ) -> None:
-    sid = store.room_join(cwd=str(repo), pid=None, label="filler").session_id
-    with store.db.write() as tx:  # enough live leases that a sequential scan would cost more
-        tx.many("INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) "
-                "VALUES (?, ?, 'exclusive', ?, 600, ?, ?)",
-                [(f"{repo}/d{i % 50}/f{i}.py", sid, i + 1, tx.now, tx.now + 600) for i in range(5000)])
-        tx.execute("ANALYZE leases")
-    other = store.room_join(cwd=str(repo), pid=None, label="claimer").session_id
+    store.db.serves_leases = False  # the rules' own statements (the server's functions: the next test)
+    other = _filled(store, repo)
     recorded.clear()
     assert not store.lease_claim(other, "d7/").ok
     assert store.lease_claim(other, "e/x.py").ok
@@ -56,6 +51,37 @@ def test_a_claim_s_holder_checks_use_the_primary_key(
         plan = _plan(store, sql, params)
         assert "leases_pkey" in plan and "Seq Scan on leases" not in plan, plan
     assert "Index Cond: ((path > " in _plan(store, *beneath[0]), "the range is not an index condition"
+
+
+def _filled(store: Store, repo: Path) -> str:
+    """5,000 live leases of one session, enough that a sequential scan would cost more; the
+    id of another session, who claims."""
+    sid = store.room_join(cwd=str(repo), pid=None, label="filler").session_id
+    with store.db.write() as tx:
+        tx.many("INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) "
+                "VALUES (?, ?, 'exclusive', ?, 600, ?, ?)",
+                [(f"{repo}/d{i % 50}/f{i}.py", sid, i + 1, tx.now, tx.now + 600) for i in range(5000)])
+        tx.execute("ANALYZE leases")
+    return store.room_join(cwd=str(repo), pid=None, label="claimer").session_id
+
+
+def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, repo: Path) -> None:
+    """The same of migrate_4.sql's claim function, its statements' plans as the server ran
+    them (auto_explain, nested statements, sent to this client as notices)."""
+    other = _filled(store, repo)
+    conn = store.db._connection()  # type: ignore[attr-defined]
+    plans: list[str] = []
+    conn.add_notice_handler(lambda notice: plans.append(notice.message_primary or ""))
+    conn.execute("LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; "
+                 "SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice")
+    assert not store.lease_claim(other, "d7/").ok
+    assert store.lease_claim(other, "e/x.py").ok
+    covering = [p for p in plans if "l.path = ANY (covering)" in p]
+    beneath = [p for p in plans if 'l.path COLLATE "C" > p_path' in p]
+    assert len(covering) == 2 and len(beneath) == 1, plans
+    for plan in covering + beneath:
+        assert "leases_pkey" in plan and "Seq Scan on leases" not in plan, plan
+    assert "Index Cond: ((path > " in beneath[0], "the range is not an index condition"
 
 
 @pytest.fixture

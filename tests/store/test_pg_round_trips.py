@@ -48,17 +48,32 @@ def _count(store: Store, call: Any) -> list[str]:
     return counted.sent
 
 
-def test_a_claim_and_its_release_take_few_round_trips(store: Store, tmp_path: Path) -> None:
+def test_a_claim_its_renewal_and_its_release_take_one_round_trip_each(store: Store, tmp_path: Path) -> None:
     sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
     claim = _count(store, lambda: store.lease_claim(sid, "a.py", 60))
+    renew = _count(store, lambda: store.lease_renew(sid, "a.py", 90))
     release = _count(store, lambda: store.lease_release(sid, "a.py"))
-    # begin+lock+time, the session's touch, the sweep, the holders, the token, then the
-    # lease and its event with the COMMIT and the flush (8 before, the flush apart)
-    assert len(claim) == 6, claim
-    last = claim[-1]
-    assert last.count("INSERT INTO leases") == 1 and "COMMIT;" in last and "pg_logical_emit_message" in last
-    assert len(release) == 5, release  # begin, touch, sweep, the delete, its event + COMMIT + flush
-    assert [e.kind for e in store.events()[-2:]] == ["lease_grant", "lease_release"]
+    # BEGIN, the function (the write lock, the time, the touch, the sweep, the holders, the
+    # token, the lease, its event), COMMIT and the flush: one query string (8 before issue 32,
+    # the flush apart; 6 after its first pass). The lock is taken inside the function.
+    assert len(claim) == 1, claim
+    assert claim[0].startswith("BEGIN") and "agents_room_lease_claim(" in claim[0]
+    assert "COMMIT;" in claim[0] and "pg_logical_emit_message" in claim[0]
+    assert "pg_advisory_xact_lock" not in claim[0]  # the function's own first statement
+    assert len(release) == 1 and "agents_room_lease_release(" in release[0], release
+    assert len(renew) == 1 and "agents_room_lease_renew(" in renew[0], renew
+    assert [e.kind for e in store.events()[-3:]] == ["lease_grant", "lease_renew", "lease_release"]
+
+
+def test_another_process_learns_the_sessions_cwd_once(store: Store, pg_url: str, tmp_path: Path) -> None:
+    sid = store.room_join(cwd=str(tmp_path), pid=None).session_id
+    with Store.open(pg_url) as other:  # never saw the join: a relative path needs the session's cwd
+        first = _count(other, lambda: other.lease_claim(sid, "b.py", 60))
+        again = _count(other, lambda: other.lease_claim(sid, "c.py", 60))
+        absolute = _count(other, lambda: other.lease_claim(sid, str(tmp_path / "d.py"), 60))
+    assert len(first) == 2 and len(again) == 1 and len(absolute) == 1, (first, again, absolute)
+    held = {lease.path for lease in store.lease_list(sid)}
+    assert {str(tmp_path / n) for n in ("b.py", "c.py", "d.py")} <= held, held
 
 
 def test_held_statements_keep_their_order_with_the_others(store: Store) -> None:

@@ -35,6 +35,7 @@ from .messages import Inbox, Message, Sent, SentMessage
 from .overview import Overview
 from .reads import Drift
 from .rooms import Member
+from .served import Served
 from .sessions import Caller, Joined, Session
 from .location import Location, resolve
 from .engine import Database
@@ -61,6 +62,7 @@ class Store(WakeCalls):
     def __init__(self, db: Database, location: Location, host: str | None = None) -> None:
         self.db, self.calls = db, callcounts.attach(db)  # its adapter counts calls here; None: off (callcounts.py)
         self.location = location
+        self.served = Served(db)
         # The host this process runs on: sessions it joins record it; liveness reads /proc
         # for that host's sessions only (store/hosts.py).
         self.host = host or host_id()
@@ -137,11 +139,13 @@ class Store(WakeCalls):
         harness_key = bounds.harness_key(harness_key)
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:
-            return sessions.join(
+            joined = sessions.join(
                 tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=pid, harness=harness, harness_key=harness_key,
                 room=room, extra_rooms=extra, label=label, tags=tags, autonomy=autonomy, wake_lever=wake_lever,
                 host=host or self.host,
             )
+        self.served.cwds[joined.session_id] = os.path.abspath(cwd)  # what its lease paths are made against
+        return joined
 
     def room_leave(self, session_id: Any) -> None:
         """Leave every room; leases released, unread deliveries expired, tombstone kept."""
@@ -256,17 +260,25 @@ class Store(WakeCalls):
     def lease_claim(self, session_id: Any, path: Any, ttl_s: Any = None, mode: Any = None) -> Claim:
         ttl = bounds.lease_ttl(ttl_s)
         mode = "exclusive" if mode is None else bounds.mode(mode)
+        served = self.served.claim(session_id, path, ttl, mode)  # the engine's, where it answers (served.py)
+        if served is not None:
+            return served
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             return leases.claim(tx, me, bounds.lease_path(path, me.cwd), ttl, mode)
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
+        served = self.served.renew(session_id, path, ttl)  # the engine's, where it answers (served.py)
+        if served is not None:
+            return served
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             return leases.renew(tx, me, bounds.lease_path(path, me.cwd), ttl)
 
     def lease_release(self, session_id: Any, path: Any) -> None:
+        if self.served.release(session_id, path):
+            return
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             leases.release(tx, me, bounds.lease_path(path, me.cwd))

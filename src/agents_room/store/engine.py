@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from .clock import Clock
     from .mailwait import MailWaiter
+    from .leasecall import LeaseAnswer, LeaseCall
 
 EngineName = Literal["sqlite", "postgresql"]
 
@@ -167,6 +168,22 @@ class Database(Protocol):
 
     def integrity_check(self) -> str:
         """``"ok"``, or what is wrong with the store's data as the engine can check it."""
+        ...
+
+    def serve_lease(self, call: LeaseCall) -> LeaseAnswer | None:
+        """Optional: answer a whole lease write itself, or None (then the rules of
+        :mod:`.leases` run in a :meth:`write` transaction, as for every other write). An
+        engine that pays a round trip per statement may run ``call`` as one server-side
+        function taking the write lock, the time and the COMMIT with it, so the lock is held
+        for one round trip (PostgreSQL, store/postgres/leasecalls.py); SQLite answers None.
+
+        What it does must be exactly what :func:`.leases.claim`, :func:`.leases.release` or
+        :func:`.leases.renew` does in a write transaction (the session's touch, the sweep with its events, the
+        holders over and beneath the path, the token, the row, the event, the same payloads),
+        checked by running both on the same calls (tests/store/test_pg_lease_functions.py).
+        Its answers other than ``granted``, ``denied``, ``released`` and ``renewed`` must have changed
+        nothing (:class:`.leasecall.LeaseAnswer`); the rules then run and word the error. Errors:
+        ``StoreBusy`` and ``StoreError`` as :meth:`write`'s."""
         ...
 
     def mail_waiter(self, last_seq: Callable[[], int], poll_s: float) -> MailWaiter:

@@ -8,13 +8,12 @@ holders contend with the holders of every lease it covers or that covers it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import coverage
 from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
 from .engine import Tx
+from .leasecall import Claim, Lease
 
 _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
@@ -26,25 +25,6 @@ _BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} > ? AND l.path {{
 # A claim needs only the first lease beneath that stands in its way (another session's; for
 # a shared claim, an exclusive one): the scan stops there, whatever else is live.
 _IN_THE_WAY_BENEATH = _BENEATH + " AND l.session_id <> ?{exclusive} ORDER BY l.path LIMIT 1"
-
-
-@dataclass(frozen=True)
-class Lease:
-    path: str
-    session_id: str
-    label: str | None
-    mode: str
-    token: int
-    acquired_at: float
-    expires_at: float
-
-
-@dataclass(frozen=True)
-class Claim:
-    ok: bool
-    holder: Lease | None  # on a deny: who is in the way; on a grant: the caller's lease
-    reason: str
-    lease: Lease | None
 
 
 def sweep(tx: Tx) -> int:
@@ -110,13 +90,7 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
         in_the_way += _first_beneath_in_the_way(tx, session, path, mode)
     if in_the_way:
         h = min(in_the_way, key=lambda x: (x.mode, x.token))
-        who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
-        more = " and others" if len(in_the_way) > 1 else ""
-        where = path if h.path == path else f"{path} {_relation(h.path, path)} {h.path}, which"
-        reason = f"{where} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
-        if mine is not None:
-            reason = f"cannot upgrade to exclusive: {reason}"
-        return Claim(False, h, reason, None)
+        return denial(path, h, len(in_the_way), mine is not None)
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
@@ -125,19 +99,36 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
             "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (path, session.id, mode, token, ttl_s, tx.now, expires_at),
         )
-        acquired_at, reason = tx.now, "granted"
     else:
         tx.later(
             "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ? WHERE path = ? AND session_id = ?",
             (mode, token, ttl_s, expires_at, path, session.id),
         )
-        acquired_at = mine.acquired_at
-        reason = "extended" if mine.mode == mode else f"changed from {mine.mode} to {mode}"
-    tx.log(
-        "lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at,
-        previous_mode=mine.mode if mine else None,
-    )
-    lease = Lease(path, session.id, session.label, mode, token, acquired_at, expires_at)
+    previous = mine.mode if mine else None
+    tx.log("lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at, previous_mode=previous)
+    acquired_at = tx.now if mine is None else mine.acquired_at
+    return grant(Lease(path, session.id, session.label, mode, token, acquired_at, expires_at), previous)
+
+
+def denial(path: str, h: Lease, in_the_way: int, upgrading: bool) -> Claim:
+    """A claim of ``path`` denied: ``h`` is the first of ``in_the_way`` holders in its way
+    (by mode, then token); ``upgrading`` when the caller holds ``path`` itself already.
+    Shared with an engine that answers a claim itself (:meth:`.engine.Database.serve_lease`)."""
+    who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
+    more = " and others" if in_the_way > 1 else ""
+    where = path if h.path == path else f"{path} {_relation(h.path, path)} {h.path}, which"
+    reason = f"{where} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
+    if upgrading:
+        reason = f"cannot upgrade to exclusive: {reason}"
+    return Claim(False, h, reason, None)
+
+
+def grant(lease: Lease, previous_mode: str | None) -> Claim:
+    """A claim granted: ``lease`` the caller's, ``previous_mode`` its mode before (None: new)."""
+    if previous_mode is None:
+        reason = "granted"
+    else:
+        reason = "extended" if previous_mode == lease.mode else f"changed from {previous_mode} to {lease.mode}"
     return Claim(True, lease, reason, lease)
 
 

@@ -1,12 +1,16 @@
 """Reaching the PostgreSQL server: the libpq options of every connection of the store (its
 transactions, :mod:`.database`; its mail waiters, :mod:`.listen`), the mail channel's name,
-and the password kept out of every message."""
+and the password kept out of every message, and PostgreSQL's errors mapped onto the store's
+(:func:`translate`)."""
 
 from __future__ import annotations
 
 import contextlib
 from typing import Any
 
+import psycopg
+
+from ..errors import RoomError, StoreBusy, StoreError
 from ..location import Location
 
 # NOTIFY channel of a session's mail: this prefix and its id (16 hex: a valid identifier).
@@ -36,3 +40,16 @@ def connect_options(location: Location, busy_timeout_s: float) -> dict[str, Any]
               "keepalives_interval": 2, "keepalives_count": 3,
               "tcp_user_timeout": int(max(4.0, 2 * busy_timeout_s) * 1000)}
     return {k: v for k, v in wanted.items() if k not in given}
+
+
+def translate(exc: BaseException, location: Location) -> RoomError:
+    """Map a psycopg error onto the store's tree (definite busy vs. indefinite failure)."""
+    state = getattr(exc, "sqlstate", None) or ""
+    words = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, location)
+    if state in ("55P03", "57014", "40001", "40P01"):  # lock_not_available, query_canceled, serialization, deadlock
+        return StoreBusy(f"the write lock on {location} was not had in time; nothing was changed, try again")
+    if "delivery_backward" in words or "events_append_only" in words:
+        return StoreError(f"refused: {words}")
+    if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith(("08", "57P", "28"))):
+        return StoreError(f"PostgreSQL at {location}: {words}; the operation may not have happened")
+    return StoreError(f"{location}: {words}")

@@ -22,6 +22,11 @@ the lock, where many callers' flushes share one fsync. A server lost before that
 only transactions whose callers got no answer (their call raises ``StoreError``: "may not
 have happened"); the WAL is one sequence, so what survives is a prefix of ``seq``.
 
+Lease claims, releases and renewals (docs/decisions.md, "One round trip in the lock"): one
+server function each (migrate_4.sql) that takes the same write lock as its first statement,
+run with BEGIN, the COMMIT and the flush in one round trip (leasecalls.py,
+:meth:`Database.serve_lease`).
+
 Time: with an unfixed :class:`Clock` every transaction's time is the server's
 ``clock_timestamp()``, read after the write lock is held, so hosts whose clocks disagree
 judge every lease by one clock. A fixed clock (tests) is honoured as on SQLite.
@@ -43,13 +48,15 @@ except ImportError as exc:  # the optional extra is not installed
 
 from ..clock import Clock
 from ..engines import POSTGRESQL, SCHEMA_VERSION
-from ..errors import RoomError, StoreBusy, StoreError, StoreUnreachable
+from ..errors import StoreBusy, StoreError, StoreUnreachable
 from ..location import Location
-from .connection import connect_options, scrub
+from .connection import connect_options, scrub, translate
+from .leasecalls import serve
 from .tx import Tx
 
 if TYPE_CHECKING:
     from ..mailwait import MailWaiter
+    from ..leasecall import LeaseAnswer, LeaseCall
 
 # Advisory lock keys (one 64-bit space per database): the write lock, and the migration lock.
 WRITE_LOCK = 0x6167_726F_6F6D_0001
@@ -98,19 +105,6 @@ def _idle_in_write_ms(busy_timeout_s: float) -> int:
     return int(max(5.0, 2 * busy_timeout_s) * 1000)
 
 
-def translate(exc: BaseException, location: Location) -> RoomError:
-    """Map a psycopg error onto the store's tree (definite busy vs. indefinite failure)."""
-    state = getattr(exc, "sqlstate", None) or ""
-    words = scrub(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, location)
-    if state in ("55P03", "57014", "40001", "40P01"):  # lock_not_available, query_canceled, serialization, deadlock
-        return StoreBusy(f"the write lock on {location} was not had in time; nothing was changed, try again")
-    if "delivery_backward" in words or "events_append_only" in words:
-        return StoreError(f"refused: {words}")
-    if isinstance(exc, psycopg.OperationalError) and (not state or state.startswith(("08", "57P", "28"))):
-        return StoreError(f"PostgreSQL at {location}: {words}; the operation may not have happened")
-    return StoreError(f"{location}: {words}")
-
-
 class _Write:
     """The context manager of :meth:`Database.write` (a class, as in store/sqlite/database.py)."""
 
@@ -157,6 +151,10 @@ class Database:
 
     engine = POSTGRESQL
     calls: Any = None  # this process's call counts (store/callcounts.py), added before each COMMIT
+    # Lease claims, releases and renewals by migrate_4.sql's functions, in one round trip
+    # (leasecalls.py); False runs store/leases.py's rules instead (tests compare the two;
+    # mutants of those rules).
+    serves_leases = True
 
     def __init__(self, location: Location, clock: Clock, busy_timeout_s: float) -> None:
         self.location = location
@@ -193,6 +191,13 @@ class Database:
                                    f"{words}; nothing was done, and the next call tries to connect again") from exc
         self.conn = conn
         return conn
+
+    def serve_lease(self, call: LeaseCall) -> LeaseAnswer | None:
+        """A lease claim, release or renewal in one round trip (leasecalls.py); None when
+        :attr:`serves_leases` is off."""
+        if not self.serves_leases:
+            return None
+        return serve(self, call, BEGIN_WRITE, DURABLE)
 
     def _rollback(self) -> None:
         conn = self.conn

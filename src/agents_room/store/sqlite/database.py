@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from ..mailwait import MailWaiter
     from ..callcounts import CallCounts
+    from ..leasecall import LeaseCall
 
 
 @functools.cache
@@ -339,6 +340,10 @@ class Database:
             return os.stat(f"{self.path}-wal").st_size
         except FileNotFoundError:
             return 0
+
+    def serve_lease(self, call: LeaseCall) -> None:
+        """Never: in-process, a statement costs no round trip; the rules of store/leases.py run."""
+        return None
 
     def mail_waiter(self, last_seq: Callable[[], int], poll_s: float) -> MailWaiter:
         """Polled: SQLite cannot tell another process of a commit; every change writes an

@@ -1,0 +1,95 @@
+"""Lease writes an engine answers itself, whole (:meth:`.engine.Database.serve_lease`): on
+PostgreSQL a claim, a release or a renewal is one server function called in one round trip, so the
+store's one write lock is held for that round trip alone (docs/decisions.md, "One round trip
+in the lock"). The rules are :mod:`.leases`'s; the engine's function does what they do,
+and what is not a rule stays here: the path's normal form, the words of the answer.
+
+An engine that does not serve a call (SQLite: the rules run in-process, where a statement
+costs no round trip) answers None, and so does this module wherever the Python rules must
+run instead: any error (an unknown session, a bad path, a lease not held) is explained by
+them, in a transaction of their own, exactly as without an engine's help; the engine's
+answer of that kind has changed nothing.
+
+The path of a call is made absolute against its session's cwd, which only the store knows:
+the cwd this process last saw for the session is sent with the call, and the engine
+refuses (``cwd``, nothing changed) a call made against another; then the call is made again
+against the cwd it answered. An absolute path needs none.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import bounds
+from .errors import InvalidArgument
+from .leasecall import Claim, Lease, LeaseAnswer, LeaseCall
+from .leases import denial, grant
+
+if TYPE_CHECKING:
+    from .engine import Database
+
+class Served:
+    """One store's use of :meth:`.engine.Database.serve_lease`, with the cwd each session
+    had at its last call from this process (a rejoin may move it: then the engine says so)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.cwds: dict[str, str] = {}
+
+    def claim(self, session_id: Any, path: Any, ttl_s: float, mode: str) -> Claim | None:
+        """The claim's answer, or None: run :func:`.leases.claim` instead."""
+        answered = self._call("claim", session_id, path, ttl_s, mode)
+        if answered is None:
+            return None
+        answer, where = answered
+        if answer.outcome == "granted" and answer.lease is not None:
+            return grant(answer.lease, answer.previous_mode)
+        if answer.outcome == "denied" and answer.holder is not None:
+            return denial(where, answer.holder, answer.in_the_way, answer.previous_mode is not None)
+        return None
+
+    def release(self, session_id: Any, path: Any) -> bool:
+        """True: released. False: run :func:`.leases.release` instead (which raises)."""
+        answered = self._call("release", session_id, path, 0.0, "exclusive")
+        return answered is not None and answered[0].outcome == "released"
+
+    def renew(self, session_id: Any, path: Any, ttl_s: float | None) -> Lease | None:
+        """The renewed lease, or None: run :func:`.leases.renew` instead (which may raise)."""
+        answered = self._call("renew", session_id, path, ttl_s, "exclusive")
+        return answered[0].lease if answered is not None and answered[0].outcome == "renewed" else None
+
+    def _call(self, op: Literal["claim", "release", "renew"], session_id: Any, path: Any, ttl_s: float | None,
+              mode: str) -> tuple[LeaseAnswer, str] | None:
+        try:
+            sid = bounds.session_id_text(session_id)
+        except InvalidArgument:
+            return None  # the rules word it (after looking the session up, as they do)
+        for _attempt in range(2):
+            made = _absolute(path, self.cwds.get(sid))
+            if made is None:
+                return None
+            cwd, where = made
+            answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode))
+            if answer is None or answer.outcome in ("unknown", "not_held"):
+                return None
+            if answer.cwd is not None:
+                self.cwds[sid] = answer.cwd
+            if answer.outcome != "cwd":
+                return answer, where
+        return None  # the session moved twice meanwhile: the rules' own transaction
+
+
+def _absolute(path: Any, cwd: str | None) -> tuple[str | None, str] | None:
+    """``(the cwd it depends on, the lease path)``, or None when it cannot be made here (a
+    bad path: the rules word it, after the session, as they do)."""
+    if not isinstance(path, str):
+        return None
+    absolute = os.path.isabs(os.path.expanduser(path))
+    if not absolute and cwd is None:
+        cwd = ""  # no session's cwd: the engine answers with the session's, nothing changed
+    try:
+        return (None if absolute else cwd), bounds.lease_path(path, cwd or "/")
+    except InvalidArgument:
+        return None
+

@@ -1,0 +1,3 @@
+-- agents-room schema version 4: nothing changes in a SQLite file. Version 4 is PostgreSQL's
+-- lease functions (store/postgres/migrate_4.sql); SQLite runs store/leases.py in-process,
+-- where a round trip costs nothing, and keeps one version number with PostgreSQL.
