@@ -8,7 +8,9 @@ those attributes to ``monkeypatch``, so they are restored afterwards."""
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Iterator
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -151,8 +153,12 @@ def test_the_claim_function_without_the_write_lock_grants_twice(pg_url: str, rep
     try:
         a.execute("BEGIN")
         a.execute("SELECT * FROM agents_room_lease_claim(%s, NULL, %s, 30, 'exclusive', NULL)", (sa, path))
-        threading.Timer(0.5, lambda: a.execute("COMMIT")).start()  # while b's claim is on the server
+        seen: list[int] = []
+        committer = threading.Thread(target=_commit_once_waited_for, args=(pg_url, a, seen))
+        committer.start()
         answer = b.lease_claim(sb, path, 30)
+        committer.join()
+        assert seen, "b's claim was never seen waiting on the server"
         holders = {h.session_id for h in b.lease_check(sb, path).holders}
         if shipped:
             assert not answer.ok and answer.holder is not None and answer.holder.session_id == sa
@@ -162,6 +168,25 @@ def test_the_claim_function_without_the_write_lock_grants_twice(pg_url: str, rep
     finally:
         a.close()
         b.close()
+
+
+def _commit_once_waited_for(url: str, a: Any, seen: list[int]) -> None:
+    """COMMIT ``a``'s transaction once another backend's claim function waits on a lock (the
+    write lock, or the token's row without it), never on a timer: a loaded machine may take
+    any time to send that claim."""
+    import psycopg
+
+    mine = a.info.backend_pid
+    try:
+        with psycopg.connect(url, autocommit=True) as watch:
+            deadline = time.monotonic() + 60
+            while not seen and time.monotonic() < deadline:
+                seen += [r[0] for r in watch.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> %s "
+                    "AND query LIKE %s", (mine, "%agents_room_lease_claim%")).fetchall()]
+                time.sleep(0.01)
+    finally:
+        a.execute("COMMIT")
 
 
 def test_early_expiry_sweeps_a_renewed_lease_at_its_first_term(tmp_path: Path, repo: Path, restore: None) -> None:
