@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import defaultdict
 from pathlib import Path
@@ -125,11 +126,16 @@ def test_the_checker_carries_the_black_box_result() -> None:
 
 def test_threads_contending_on_a_real_store_leave_no_overlap(tmp_path: Path, repo: Path) -> None:
     """Four threads (one process each, in history terms) claim and release one hot path with
-    short TTLs on a real store: many windows, none overlapping, and the model agrees."""
+    short TTLs on a real store: many windows, none overlapping, and the model agrees. A lease
+    left to expire holds the path for its whole second while the others are denied, so the
+    threads go on (past 60 claims each) until 24 exclusive grants were made: how many windows
+    a fixed count of claims yields depends on the machine's speed."""
     store = Store.open(tmp_path / "s" / "room.db", clock=Clock(), busy_timeout_s=5.0)
     records: list[dict[str, Any]] = []
     lock = threading.Lock()
     path = str(repo / "hot.txt")
+    exclusive_grants = [0]
+    deadline = time.monotonic() + 60
 
     def write(p: int, s: str | None, idx: list[int], type_: str, f: str, value: Any, error: str | None = None) -> None:
         with lock:
@@ -143,7 +149,9 @@ def test_threads_contending_on_a_real_store_leave_no_overlap(tmp_path: Path, rep
         write(p, None, idx, "invoke", "room_join", args)
         sid = store.room_join(**args).session_id
         write(p, sid, idx, "ok", "room_join", {"session_id": sid})
-        for n in range(60):
+        n = 0
+        while n < 60 or (exclusive_grants[0] < 24 and time.monotonic() < deadline):
+            n += 1
             mode = "shared" if (n + p) % 3 == 0 else "exclusive"
             write(p, sid, idx, "invoke", "lease_claim", {"path": path, "mode": mode, "ttl_s": 1})
             try:
@@ -152,9 +160,12 @@ def test_threads_contending_on_a_real_store_leave_no_overlap(tmp_path: Path, rep
                 write(p, sid, idx, "fail", "lease_claim", {"path": path}, exc.code)
                 continue
             lease = c.lease or c.holder
+            if c.ok and mode == "exclusive":
+                with lock:
+                    exclusive_grants[0] += 1
             write(p, sid, idx, "ok", "lease_claim", {"ok": c.ok, "token": c.lease.token if c.lease else None,
                                                       "mode": lease.mode, "expires_at": lease.expires_at})
-            if c.ok and n % 4:
+            if c.ok and n % 8:
                 write(p, sid, idx, "invoke", "lease_release", {"path": path})
                 try:
                     store.lease_release(sid, path)
