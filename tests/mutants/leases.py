@@ -171,8 +171,12 @@ def early_expiry(db: Path, busy_timeout_s: float) -> Store:
     if store.db.engine == "postgresql":  # claims and releases sweep in the server's function there
         from .leases_pg import rewrite_function
 
-        for function in ("agents_room_lease_claim", "agents_room_lease_release", "agents_room_lease_renew"):
-            rewrite_function(store, function, ("WHERE expires_at <= o_now", "WHERE acquired_at + ttl_s <= o_now"))
+        sweep = ("WHERE expires_at <= o_now", "WHERE acquired_at + ttl_s <= o_now")
+        rewrite_function(store, "agents_room_lease_claim", sweep)
+        # Release and renew look for the caller's live lease before the sweep: by the same rule.
+        held = ("AND expires_at > o_now) THEN", "AND acquired_at + ttl_s > o_now) THEN")
+        for function in ("agents_room_lease_release", "agents_room_lease_renew"):
+            rewrite_function(store, function, sweep, held)
     return store
 
 

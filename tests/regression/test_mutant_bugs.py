@@ -205,6 +205,33 @@ def test_early_expiry_sweeps_a_renewed_lease_at_its_first_term(tmp_path: Path, r
     assert steps(tmp_path / "broken.db") is True
 
 
+def test_early_expiry_on_postgresql_releases_by_one_rule_and_writes_whole_events(pg_url: str, repo: Path,
+                                                                                 restore: None) -> None:
+    """The same mutant on PostgreSQL rewrites the server functions' sweep and their look for
+    the caller's lease alike: the release of a renewed lease past its first term is refused,
+    as the rewritten Python rules refuse it, and every event written is whole JSON (with the
+    look left to the shipped rule, the sweep took the lease from under the release, which then
+    wrote a lease_release event of no mode)."""
+    from agents_room.store import LeaseNotHeld
+
+    clock = Clock(fixed=1_800_000_000.0)
+    broken_leases.early_expiry(pg_url, busy_timeout_s=2.0).close()
+    a = Store.open(pg_url, clock=clock, busy_timeout_s=2.0)
+    try:
+        sa = a.room_join(cwd=str(repo), pid=None, label="a").session_id
+        path = str(repo / "x.py")
+        assert a.lease_claim(sa, path, 2).ok
+        clock.shift(1.5)
+        assert a.lease_renew(sa, path, 1).expires_at == 1_800_000_002.5
+        clock.shift(0.1)  # past acquired_at + the new ttl, before the renewed expiry
+        with pytest.raises(LeaseNotHeld):
+            a.lease_release(sa, path)
+        kinds = [e.kind for e in a.events(0, 1000)]  # every payload parses
+        assert kinds.count("lease_release") == 0 and kinds.count("lease_renew") == 1
+    finally:
+        a.close()
+
+
 def test_a_shared_claim_beside_an_exclusive_holder(tmp_path: Path, repo: Path, restore: None) -> None:
     def steps(db: Path) -> bool:
         a, b, sa, sb = two(db, repo)

@@ -145,6 +145,9 @@ BEGIN
            format('{"mode":%s,"token":%s,"expires_at":%s}', to_json(mode), token, to_json(expires_at))
     FROM gone;
     DELETE FROM leases WHERE path = p_path AND session_id = p_session RETURNING mode, token INTO o_mode, o_token;
+    IF NOT FOUND THEN  -- never, while the check above and the sweep agree: fail whole, write no event
+        RAISE EXCEPTION 'agents_room_lease_release: the lease of % went in the sweep', p_path;
+    END IF;
     INSERT INTO events (at, session_id, kind, path, payload)
     VALUES (o_now, p_session, 'lease_release', p_path,
             format('{"mode":%s,"token":%s,"reason":"release"}', to_json(o_mode), o_token));
@@ -188,6 +191,9 @@ BEGIN
     FROM gone;
     SELECT l.mode, l.ttl_s, l.acquired_at INTO o_mode, ttl, o_acquired FROM leases l
     WHERE l.path = p_path AND l.session_id = p_session;
+    IF NOT FOUND THEN  -- never, while the check above and the sweep agree: fail whole, write no event
+        RAISE EXCEPTION 'agents_room_lease_renew: the lease of % went in the sweep', p_path;
+    END IF;
     ttl := coalesce(p_ttl, ttl);
     UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value INTO o_token;
     o_expires := o_now + ttl;
