@@ -223,7 +223,7 @@ def run_pair(pair: list[tuple[str, int]], opts: Options, say: Any) -> list[Cell]
             for g in running:
                 cell = combine(g.kind, op, g.procs, opts.seconds, rounds[g.kind])
                 cells.append(cell)
-                say(f"  {g.kind:<9}{op:<14}{cell.per_s:>10,.0f}/s  p99 {cell.p99_ms:8.2f} ms  jain {cell.jain:.3f}"
+                say(f"  {g.kind:<10}{op:<14}{cell.per_s:>10,.0f}/s  p99 {cell.p99_ms:8.2f} ms  jain {cell.jain:.3f}"
                     + (f"  errors {cell.errors}" if cell.errors else ""))
         return cells
     finally:

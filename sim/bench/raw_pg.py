@@ -1,15 +1,18 @@
-"""The raw ceiling on PostgreSQL: bare ``psycopg`` doing what the PostgreSQL store's
-``lease_claim`` does (a fresh grant), statement for statement, on the same schema, with the
-same lock scheme (READ COMMITTED, the store's one transaction-scoped advisory write lock taken
-with the server's time in the same round trip, ``BEGIN`` sent with it; the commit without
-waiting for its flush, then the flush after the lock, in the COMMIT's round trip), but none
-of the store's Python around them. ``sim bench --store postgresql://...`` divides the store's
-throughput on PostgreSQL by this one's.
+"""PostgreSQL's ceilings and its baseline, bare ``psycopg``, none of the store's Python:
 
-And the true baseline (:class:`PlainPgRoom`): one ``INSERT`` and its ``COMMIT`` per call, in
-autocommit, with the server's ``synchronous_commit`` (on), no lock: what the server does for
-writers that need no order at all. The store's throughput over this one is what the issue's
-targets are stated in (docs/scale.md).
+- :class:`RawPgRoom` (``raw-pg``): what the PostgreSQL store's ``lease_claim`` sends, the
+  server's claim function (store/postgres/migrate_4.sql) with BEGIN, the COMMIT and the flush
+  in one round trip, on the same schema. The store over this one is the cost of the store's
+  Python around the same server work.
+- :class:`LockedPgRoom` (``locked-pg``): one ``INSERT`` under the store's one write lock,
+  committed as the store commits (asynchronously in the lock, then the flush after it, one
+  round trip). Nothing a write does under that lock is cheaper: this over the plain baseline
+  is the ceiling of every design that keeps one lock for the order of ``seq``
+  (docs/decisions.md, "What one lock costs").
+- :class:`PlainPgRoom` (``plain-pg``), the true baseline: one ``INSERT`` and its ``COMMIT`` per
+  call, in autocommit, with ``synchronous_commit`` on, no lock: what the server does for
+  writers that need no order at all. The store's throughput over this one is what the
+  issue's targets are stated in (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -21,12 +24,13 @@ from typing import Any
 
 import psycopg
 
-# Only constants come from the store: the lock key and the statements that take it, so the
-# ratio measures the store's code, not a different locking scheme. The connection and every
-# statement here are bare psycopg.
+# Only constants come from the store: the lock key, the statements that take it and the flush,
+# so the ratios measure the store's code, not a different locking scheme. The connection and
+# every statement here are bare psycopg.
 from agents_room.store.postgres.database import BEGIN_WRITE, DURABLE, LOCK_NOW
 
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_CLAIM = ("SELECT o_outcome, o_token, o_expires FROM agents_room_lease_claim(%s, NULL, %s, %s::float8, %s, NULL)")
 _EVENT = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (%s, %s, %s, %s, %s) RETURNING seq"
 
 
@@ -43,6 +47,7 @@ class RawPgRoom:
 
     def __init__(self, url: str) -> None:
         self.conn = connect(url)
+        self._binder = psycopg.ClientCursor(self.conn)  # a query string of several statements binds client side
 
     def _begin(self) -> float:
         """BEGIN and the write lock, one round trip; a lock wait past lock_timeout rolls back
@@ -80,40 +85,16 @@ class RawPgRoom:
         return sid
 
     def claim(self, sid: str, path: str, ttl_s: float, mode: str = "exclusive") -> dict[str, object]:
-        """Touch the session, sweep expired leases (an event each), look up the holders,
-        take a token, insert the lease and its event: what the store's claim does."""
-        conn = self.conn
-        now = self._begin()
+        """The server's claim function (which takes the write lock, touches, sweeps, looks up
+        the holders, draws the token, writes the lease and its event), in the store's one round trip."""
         try:
-            conn.execute("UPDATE sessions SET last_seen = %s WHERE id = %s AND left_at IS NULL "
-                         "RETURNING id, cwd, label, last_seen", (now, sid)).fetchone()
-            for p, holder, m, token, expires_at in conn.execute(
-                "DELETE FROM leases WHERE expires_at <= %s RETURNING path, session_id, mode, token, expires_at", (now,)
-            ).fetchall():
-                self._event(now, holder, "lease_expire", p, mode=m, token=token, expires_at=expires_at)
-            holders = conn.execute(
-                "SELECT l.session_id, l.mode, l.expires_at FROM leases l JOIN sessions s ON s.id = l.session_id "
-                "WHERE l.path = %s AND l.expires_at > %s ORDER BY l.mode, l.token", (path, now),
-            ).fetchall()
-            others = [h for h in holders if h[0] != sid and (mode == "exclusive" or h[1] == "exclusive")]
-            if others:
-                conn.execute(f"COMMIT; {DURABLE}")
-                return {"ok": False, "holder": others[0][0]}
-            token = conn.execute(
-                "UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value").fetchone()[0]  # type: ignore[index]
-            expires = now + ttl_s
-            conn.execute(
-                "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (path, session_id) DO UPDATE SET mode = excluded.mode, "
-                "token = excluded.token, ttl_s = excluded.ttl_s, expires_at = excluded.expires_at",
-                (path, sid, mode, token, ttl_s, now, expires),
-            )
-            self._event(now, sid, "lease_grant", path, mode=mode, token=token, expires_at=expires, previous_mode=None)
-            conn.execute(f"COMMIT; {DURABLE}")
+            cur = self.conn.execute(f"{BEGIN_WRITE}; {self._binder.mogrify(_CLAIM, (sid, path, ttl_s, mode))}; "
+                                    f"COMMIT; {DURABLE}")
+            outcome, token, expires = _nth_rows(cur, 1)
         except BaseException:
             self._rollback()
             raise
-        return {"ok": True, "token": token, "expires_at": expires}
+        return {"ok": outcome == "granted", "token": token, "expires_at": expires}
 
     def close(self) -> None:
         self.conn.close()
@@ -136,3 +117,35 @@ class PlainPgRoom:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class LockedPgRoom(PlainPgRoom):
+    """One process's writes of the one-lock design at their cheapest: each call one row into
+    ``events`` under the store's write lock, committed as the store commits (the lock and
+    asynchronous commit first, the COMMIT, then the flush after the lock), in one round trip."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self._binder = psycopg.ClientCursor(self.conn)
+
+    def claim(self, sid: str, path: str, ttl_s: float, mode: str = "exclusive") -> dict[str, object]:
+        row = self._binder.mogrify(_EVENT, (0.0, sid, "locked", path, "{}"))
+        try:
+            cur = self.conn.execute(f"{BEGIN_WRITE}; {LOCK_NOW}; {row}; COMMIT; {DURABLE}")
+            [seq] = _nth_rows(cur, 2)  # the lock's row (the time), then the insert's
+        except BaseException:
+            if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                self.conn.execute("ROLLBACK")
+            raise
+        return {"ok": True, "seq": seq}
+
+
+def _nth_rows(cur: psycopg.Cursor, n: int) -> tuple:
+    """The row of the ``n``-th statement with rows in the query string ``cur`` ran."""
+    while True:
+        if cur.pgresult is not None and cur.pgresult.status == psycopg.pq.ExecStatus.TUPLES_OK:
+            n -= 1
+            if n == 0:
+                return cur.fetchone()  # type: ignore[return-value]
+        if not cur.nextset():
+            raise psycopg.ProgrammingError("fewer statements with rows than expected")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 # The kinds whose worker is bare driver code (sim.bench.raw, sim.bench.raw_pg), not the store.
-RAW_KINDS = ("raw", "raw-pg", "plain-pg")
+RAW_KINDS = ("raw", "raw-pg", "locked-pg", "plain-pg")
 BODY = "b" * 64  # the simulator's default body size
 RECV_LIMIT = 20
 
@@ -152,6 +152,8 @@ class SyncActor:
                 from .raw import RawRoom as Raw
             elif self.kind == "plain-pg":
                 from .raw_pg import PlainPgRoom as Raw  # type: ignore[assignment]
+            elif self.kind == "locked-pg":
+                from .raw_pg import LockedPgRoom as Raw  # type: ignore[assignment]
             else:
                 from .raw_pg import RawPgRoom as Raw  # type: ignore[assignment]
 
