@@ -8,9 +8,6 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ..report.stats import jain
 
 
 @dataclass(frozen=True)
@@ -41,6 +38,10 @@ class Cell:
 
 def cell_of(kind: str, op: str, procs: int, window_s: float, done: list[dict[str, Any]],
             rss: list[int]) -> Cell:
+    import numpy as np  # here, not at import: `sim`'s every start-up builds the bench's parser
+
+    from ..report.stats import jain
+
     per_proc = [len(d["lat_us"]) for d in done]
     lat = np.concatenate([np.asarray(d["lat_us"], dtype=float) for d in done]) / 1000 if done else np.zeros(0)
     errors: dict[str, int] = {}

@@ -11,8 +11,6 @@ from agents_room.parser import not_empty
 
 from ..scenario.arguments import new_file
 from ..scenario.scenario import NAME_RE
-from .scenario_of import fit, render, seconds_of
-from .traffic import measure
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +25,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def command(args: argparse.Namespace) -> int:
     from agents_room.store import RoomError
+
+    # Only now: numpy and the store's readers are the command's, not every `sim`'s start-up.
+    from .scenario_of import fit, render, seconds_of
+    from .traffic import measure
 
     try:
         since = None if args.since is None else seconds_of(args.since, "--since")
