@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class Cell:
     """One operation of one kind at one process count, over the measured window."""

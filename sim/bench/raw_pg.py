@@ -61,8 +61,7 @@ class RawPgRoom:
             raise
 
     def _rollback(self) -> None:
-        if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-            self.conn.execute("ROLLBACK")
+        _rollback(self.conn)
 
     def _event(self, now: float, sid: str | None, kind: str, path: str | None, **payload: Any) -> int:
         return self.conn.execute(_EVENT, (now, sid, kind, path, _COMPACT(payload))).fetchone()[0]  # type: ignore[index]
@@ -134,8 +133,7 @@ class LockedPgRoom(PlainPgRoom):
             cur = self.conn.execute(f"{BEGIN_WRITE}; {LOCK_NOW}; {row}; COMMIT; {DURABLE}")
             [seq] = _nth_rows(cur, 2)  # the lock's row (the time), then the insert's
         except BaseException:
-            if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                self.conn.execute("ROLLBACK")
+            _rollback(self.conn)
             raise
         return {"ok": True, "seq": seq}
 
@@ -149,3 +147,10 @@ def _nth_rows(cur: psycopg.Cursor, n: int) -> tuple:
                 return cur.fetchone()  # type: ignore[return-value]
         if not cur.nextset():
             raise psycopg.ProgrammingError("fewer statements with rows than expected")
+
+
+def _rollback(conn: psycopg.Connection) -> None:
+    """A failed query string may leave its transaction open (aborted): end it, so the
+    connection is ready for the next call."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        conn.execute("ROLLBACK")
