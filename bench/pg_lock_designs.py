@@ -1,0 +1,195 @@
+"""What the store's one write lock costs on PostgreSQL, and what the lease functions cost
+without it (docs/decisions.md, "What one lock costs"). N processes of bare psycopg, each a
+closed loop, every kind's window in turn, round after round; writes per second (the median
+over rounds) and each over plain commits from as many processes in the same round.
+
+    .venv/bin/python bench/pg_lock_designs.py [--procs 1,4,16] [--seconds 3] [--rounds 3]
+
+Kinds (a claim+release pair counts two writes):
+- ``plain``: one INSERT into ``events``, autocommit, ``synchronous_commit`` on: the baseline.
+- ``locked``: the same INSERT under the store's write lock, committed as the store commits
+  (asynchronously in the lock, the flush after it): the ceiling of every write under it.
+- ``shipped``: claim+release pairs through the shipped functions (migrate_4.sql), sent as the
+  store sends them (BEGIN, the function, COMMIT, the flush; one round trip).
+- ``lean``: the shipped functions with the sweep run only once an index probe finds an
+  expired lease, and a claim's caller look-up and touch in one UPDATE.
+- ``try-sync``: the shipped functions committing synchronously in the lock when they found it
+  free (``pg_try_advisory_xact_lock``); the flush after them then writes nothing.
+- ``per-path``: the shipped functions with the one lock replaced by per-path advisory locks
+  (exclusive on the path, shared on each directory above it, in key order), the token from a
+  sequence, the sweep limited to the path, committed synchronously. A prototype of the
+  locking only: the checker's one order by ``seq`` does not hold for it.
+
+The variants are the shipped functions' text with snippets replaced (each must occur as
+written), created under other names in the bench's own schema; nothing of the store changes.
+Each process claims fresh paths as its own session. A throwaway cluster (tests/pgcluster.py)
+with ``fsync`` on. Compare ratios within one run; give the load beside any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+SOURCE = ROOT / "src/agents_room/store/postgres/migrate_4.sql"
+KINDS = ("plain", "locked", "shipped", "lean", "try-sync", "per-path")
+LOCK = "PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);"
+SWEEP = "WITH gone AS (\n        DELETE FROM leases WHERE expires_at <= o_now"
+COVERING = ("ARRAY(SELECT left(p_path, i) FROM generate_series(1, length(p_path) - 1) i\n"
+            "                      WHERE substr(p_path, i, 1) = '/') || p_path")
+PATH_LOCKS = (f"PERFORM CASE WHEN k.own THEN pg_advisory_xact_lock(k.key) ELSE pg_advisory_xact_lock_shared(k.key) END\n"
+              f"    FROM (SELECT hashtextextended(c, 0) AS key, bool_or(c = p_path) AS own\n"
+              f"          FROM unnest({COVERING}) c GROUP BY 1 ORDER BY 1) k;")
+CALLER = """SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
+    IF NOT FOUND THEN
+        o_outcome := 'unknown';
+        RETURN;
+    ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
+        o_outcome := 'cwd';
+        RETURN;
+    END IF;
+    UPDATE sessions SET last_seen = o_now WHERE id = p_session;"""
+CALLER_TOUCHED = """UPDATE sessions SET last_seen = o_now WHERE id = p_session AND left_at IS NULL AND (p_cwd IS NULL OR cwd = p_cwd)
+    RETURNING cwd, label INTO o_cwd, o_label;
+    IF NOT FOUND THEN
+        SELECT s.cwd INTO o_cwd FROM sessions s WHERE s.id = p_session AND s.left_at IS NULL;
+        o_outcome := CASE WHEN FOUND THEN 'cwd' ELSE 'unknown' END;
+        RETURN;
+    END IF;"""
+TOKEN = "UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value INTO o_token;"
+
+
+def _swap(text: str, old: str, new: str, times: int = 1) -> str:
+    if text.count(old) != times:
+        raise SystemExit(f"the shipped functions changed: {old[:60]!r} occurs {text.count(old)} times, not {times}")
+    return text.replace(old, new)
+
+
+def variants() -> dict[str, tuple[str, str]]:
+    """kind -> (the function prefix, the SQL creating its claim and release functions)."""
+    source = SOURCE.read_text()
+    claim = source[source.index("CREATE FUNCTION agents_room_lease_claim"):source.index("-- One release")]
+    release = source[source.index("-- One release"):source.index("-- One renewal")]
+    both = claim + release
+    lean = _swap(both, SWEEP, "IF (SELECT min(expires_at) FROM leases) <= o_now THEN\n    " + SWEEP, 2)
+    lean = _swap(lean, "    FROM gone;\n", "    FROM gone;\n    END IF;\n", 2)
+    lean = _swap(lean, CALLER, CALLER_TOUCHED)
+    try_sync = _swap(both, LOCK, f"IF NOT pg_try_advisory_xact_lock(7018704367216558081) THEN\n        {LOCK}\n"
+                                 "    END IF;", 2)
+    per_path = _swap(both, LOCK, PATH_LOCKS, 2)
+    per_path = _swap(per_path, "DELETE FROM leases WHERE expires_at <= o_now",
+                     "DELETE FROM leases WHERE path = p_path AND expires_at <= o_now", 2)
+    per_path = _swap(per_path, TOKEN, "o_token := nextval('bench_lease_token');")
+    per_path = "CREATE SEQUENCE bench_lease_token;\n" + per_path
+    made = {"lean": lean, "try-sync": try_sync, "per-path": per_path}
+    out = {"shipped": ("agents_room", "")}
+    for kind, sql in made.items():
+        prefix = "bench_" + kind.replace("-", "_")
+        out[kind] = (prefix, sql.replace("FUNCTION agents_room_lease_", f"FUNCTION {prefix}_lease_"))
+    return out
+
+
+def check(conn: object, prefix: str, a: str, b: str) -> None:
+    """A variant must still be the rules: a grant, a denial of the same path to another
+    session, a release; else its figures would be those of a function that does less."""
+    path = f"/bench/check/{prefix}.py"
+    said = [conn.execute(sql, args).fetchone()[0] for sql, args in (  # type: ignore[attr-defined]
+        (f"SELECT o_outcome FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (a, path)),
+        (f"SELECT o_outcome FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (b, path)),
+        (f"SELECT o_outcome FROM {prefix}_lease_release(%s, NULL, %s, NULL)", (a, path)))]
+    if said != ["granted", "denied", "released"]:
+        raise SystemExit(f"{prefix}: answered {said}, not granted, denied, released")
+
+
+def worker(url: str, kind: str, prefix: str, sid: str, seconds: float, go: float, out: mp.Queue) -> None:
+    import psycopg
+
+    from agents_room.store.postgres.database import BEGIN_WRITE, DURABLE, LOCK_NOW
+
+    conn = psycopg.connect(url, autocommit=True)
+    binder = psycopg.ClientCursor(conn)
+    event = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (0, %s, 'bench', %s, '{}')"
+    flush = "" if kind == "per-path" else f"; {DURABLE}"  # per-path commits synchronously
+    writes, n = 0, 0
+    while time.time() < go:
+        time.sleep(0.001)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        path = f"/bench/{os.getpid()}/{n}.py"
+        n += 1
+        if kind == "plain":
+            conn.execute(event, (sid, path))
+            writes += 1
+        elif kind == "locked":
+            conn.execute(f"{BEGIN_WRITE}; {LOCK_NOW}; {binder.mogrify(event, (sid, path))}; COMMIT; {DURABLE}")
+            writes += 1
+        else:
+            claim = binder.mogrify(f"SELECT * FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (sid, path))
+            release = binder.mogrify(f"SELECT * FROM {prefix}_lease_release(%s, NULL, %s, NULL)", (sid, path))
+            conn.execute(f"{BEGIN_WRITE}; {claim}; COMMIT{flush}")
+            conn.execute(f"{BEGIN_WRITE}; {release}; COMMIT{flush}")
+            writes += 2
+    out.put(writes / seconds)
+    conn.close()
+
+
+def window(url: str, kind: str, prefix: str, sids: list[str], seconds: float) -> float:
+    out: mp.Queue = mp.Queue()
+    go = time.time() + 0.5
+    procs = [mp.Process(target=worker, args=(url, kind, prefix, sid, seconds, go, out)) for sid in sids]
+    for p in procs:
+        p.start()
+    total = sum(out.get(timeout=seconds + 60) for _ in procs)
+    for p in procs:
+        p.join()
+    return total
+
+
+def main() -> None:
+    import pgcluster
+    import psycopg
+
+    from agents_room.store import Store
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--procs", default="1,4,16")
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    cluster = pgcluster.start_cluster(fsync=True)
+    try:
+        url = pgcluster.new_schema(cluster)
+        store = Store.open(url)
+        made = variants()
+        a, b = (store.room_join(cwd="/bench", pid=None, label=who).session_id for who in ("a", "b"))
+        with psycopg.connect(url, autocommit=True) as conn:
+            for prefix, sql in made.values():
+                if sql:
+                    conn.execute(sql)
+                check(conn, prefix, a, b)
+        print(f"load before: {os.getloadavg()}", flush=True)
+        for procs in (int(p) for p in args.procs.split(",")):
+            sids = [store.room_join(cwd="/bench", pid=None, label=f"w{i}").session_id for i in range(procs)]
+            seen: dict[str, list[float]] = {kind: [] for kind in KINDS}
+            for _ in range(args.rounds):
+                for kind in KINDS:
+                    seen[kind].append(window(url, kind, made.get(kind, ("", ""))[0], sids, args.seconds))
+            median = {kind: sorted(v)[len(v) // 2] for kind, v in seen.items()}
+            print(json.dumps({"procs": procs, **{k: round(v) for k, v in median.items()},
+                              **{f"{k}/plain": round(v / median["plain"], 2) for k, v in median.items() if k != "plain"}}),
+                  flush=True)
+        print(f"load after: {os.getloadavg()}", flush=True)
+        store.close()
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()
