@@ -20,8 +20,9 @@ Kinds (a claim+release pair counts two writes):
   sequence, the sweep limited to the path, committed synchronously. A prototype of the
   locking only: the checker's one order by ``seq`` does not hold for it.
 
-The variants are the shipped functions' text with snippets replaced (each must occur as
-written), created under other names in the bench's own schema; nothing of the store changes.
+The variants are the store's own functions as the server holds them (``pg_get_functiondef``)
+with snippets replaced (each must occur as written), created under other names in the
+bench's own schema; nothing of the store changes.
 Each process claims fresh paths as its own session. A throwaway cluster (tests/pgcluster.py)
 with ``fsync`` on. Compare ratios within one run; give the load beside any figure.
 """
@@ -32,13 +33,14 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-SOURCE = ROOT / "src/agents_room/store/postgres/migrate_4.sql"
 KINDS = ("plain", "locked", "shipped", "lean", "try-sync", "per-path")
 LOCK = "PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);"
 SWEEP = "WITH gone AS (\n        DELETE FROM leases WHERE expires_at <= o_now"
@@ -72,12 +74,12 @@ def _swap(text: str, old: str, new: str, times: int = 1) -> str:
     return text.replace(old, new)
 
 
-def variants() -> dict[str, tuple[str, str]]:
-    """kind -> (the function prefix, the SQL creating its claim and release functions)."""
-    source = SOURCE.read_text()
-    claim = source[source.index("CREATE FUNCTION agents_room_lease_claim"):source.index("-- One release")]
-    release = source[source.index("-- One release"):source.index("-- One renewal")]
-    both = claim + release
+def variants(conn: Any) -> dict[str, tuple[str, str]]:
+    """kind -> (the function prefix, the SQL creating its claim and release functions), made
+    from the store's functions on ``conn``'s schema."""
+    claim, release = (conn.execute("SELECT pg_get_functiondef(%s::regproc)", (f"agents_room_lease_{op}",)).fetchone()[0]
+                      for op in ("claim", "release"))
+    both = f"{claim};\n{release};\n"
     lean = _swap(both, SWEEP, "IF (SELECT min(expires_at) FROM leases) <= o_now THEN\n    " + SWEEP, 2)
     lean = _swap(lean, "    FROM gone;\n", "    FROM gone;\n    END IF;\n", 2)
     lean = _swap(lean, CALLER, CALLER_TOUCHED)
@@ -88,19 +90,29 @@ def variants() -> dict[str, tuple[str, str]]:
                      "DELETE FROM leases WHERE path = p_path AND expires_at <= o_now", 2)
     per_path = _swap(per_path, TOKEN, "o_token := nextval('bench_lease_token');")
     per_path = "CREATE SEQUENCE bench_lease_token;\n" + per_path
-    made = {"lean": lean, "try-sync": try_sync, "per-path": per_path}
     out = {"shipped": ("agents_room", "")}
-    for kind, sql in made.items():
+    for kind, sql in {"lean": lean, "try-sync": try_sync, "per-path": per_path}.items():
         prefix = "bench_" + kind.replace("-", "_")
-        out[kind] = (prefix, sql.replace("FUNCTION agents_room_lease_", f"FUNCTION {prefix}_lease_"))
+        out[kind] = (prefix, re.sub(r"FUNCTION (\S+\.)?agents_room_lease_", f"FUNCTION {prefix}_lease_", sql))
     return out
 
 
-def check(conn: object, prefix: str, a: str, b: str) -> None:
+def install(conn: Any, a: str, b: str) -> dict[str, tuple[str, str]]:
+    """Create the variants on ``conn``'s schema (a store's) and check each, with the shipped
+    functions, on sessions ``a`` and ``b``; kind -> (prefix, SQL) as :func:`variants`."""
+    made = variants(conn)
+    for prefix, sql in made.values():
+        if sql:
+            conn.execute(sql)
+        check(conn, prefix, a, b)
+    return made
+
+
+def check(conn: Any, prefix: str, a: str, b: str) -> None:
     """A variant must still be the rules: a grant, a denial of the same path to another
     session, a release; else its figures would be those of a function that does less."""
     path = f"/bench/check/{prefix}.py"
-    said = [conn.execute(sql, args).fetchone()[0] for sql, args in (  # type: ignore[attr-defined]
+    said = [conn.execute(sql, args).fetchone()[0] for sql, args in (
         (f"SELECT o_outcome FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (a, path)),
         (f"SELECT o_outcome FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (b, path)),
         (f"SELECT o_outcome FROM {prefix}_lease_release(%s, NULL, %s, NULL)", (a, path)))]
@@ -167,13 +179,9 @@ def main() -> None:
     try:
         url = pgcluster.new_schema(cluster)
         store = Store.open(url)
-        made = variants()
         a, b = (store.room_join(cwd="/bench", pid=None, label=who).session_id for who in ("a", "b"))
         with psycopg.connect(url, autocommit=True) as conn:
-            for prefix, sql in made.values():
-                if sql:
-                    conn.execute(sql)
-                check(conn, prefix, a, b)
+            made = install(conn, a, b)
         print(f"load before: {os.getloadavg()}", flush=True)
         for procs in (int(p) for p in args.procs.split(",")):
             sids = [store.room_join(cwd="/bench", pid=None, label=f"w{i}").session_id for i in range(procs)]
