@@ -16,6 +16,7 @@ import psycopg
 from ..errors import StoreBusy
 from ..leasecall import Lease, LeaseAnswer, LeaseCall
 from .connection import translate
+from .tx import _bind, _pg
 
 _CLAIM = "SELECT * FROM agents_room_lease_claim(%s, %s, %s, %s::float8, %s, %s::float8)"
 _RELEASE = "SELECT * FROM agents_room_lease_release(%s, %s, %s, %s::float8)"
@@ -38,8 +39,7 @@ class _Held:
         self.binder, self.statements = binder, []
 
     def many(self, sql: str, rows: list[tuple]) -> None:
-        pg = sql.replace("%", "%%").replace("?", "%s")
-        self.statements += [self.binder.mogrify(pg, row) for row in rows]
+        self.statements += [_bind(self.binder, _pg(sql), row) for row in rows]
 
 
 def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
