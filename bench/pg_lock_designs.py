@@ -23,6 +23,9 @@ Kinds (a claim+release pair counts two writes):
 The variants are the store's own functions as the server holds them (``pg_get_functiondef``)
 with snippets replaced (each must occur as written), created under other names in the
 bench's own schema; nothing of the store changes.
+Beside each rate, ``cpu_us/write``: the machine's CPU time per write over the window's steady
+middle (/proc/stat), the median round's. On 2 cores a kind cannot pass 2 s / its CPU per write a
+second, however it locks; read it on an otherwise quiet machine.
 Each process claims fresh paths as its own session. A throwaway cluster (tests/pgcluster.py)
 with ``fsync`` on. Compare ratios within one run; give the load beside any figure.
 """
@@ -152,16 +155,32 @@ def worker(url: str, kind: str, prefix: str, sid: str, seconds: float, go: float
     conn.close()
 
 
-def window(url: str, kind: str, prefix: str, sids: list[str], seconds: float) -> float:
+def busy_seconds() -> float:
+    """CPU time the whole machine has spent busy since boot (/proc/stat's first line: every
+    field but idle and iowait), in seconds."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def window(url: str, kind: str, prefix: str, sids: list[str], seconds: float) -> tuple[float, float]:
+    """Writes a second from ``sids``' processes, and the machine's CPU microseconds per write
+    over the window's steady middle (from half a second after the start to half a second
+    before the end: no process start-up or exit in it). Read the CPU on a quiet machine: it
+    counts every process's."""
     out: mp.Queue = mp.Queue()
     go = time.time() + 0.5
     procs = [mp.Process(target=worker, args=(url, kind, prefix, sid, seconds, go, out)) for sid in sids]
     for p in procs:
         p.start()
+    steady = max(seconds - 1.0, 0.1)
+    time.sleep(max(go + 0.5 - time.time(), 0))
+    before = busy_seconds()
+    time.sleep(steady)
+    cpu = busy_seconds() - before
     total = sum(out.get(timeout=seconds + 60) for _ in procs)
     for p in procs:
         p.join()
-    return total
+    return total, cpu / (total * steady) * 1e6 if total else float("nan")
 
 
 def main() -> None:
@@ -185,13 +204,14 @@ def main() -> None:
         print(f"load before: {os.getloadavg()}", flush=True)
         for procs in (int(p) for p in args.procs.split(",")):
             sids = [store.room_join(cwd="/bench", pid=None, label=f"w{i}").session_id for i in range(procs)]
-            seen: dict[str, list[float]] = {kind: [] for kind in KINDS}
+            seen: dict[str, list[tuple[float, float]]] = {kind: [] for kind in KINDS}
             for _ in range(args.rounds):
                 for kind in KINDS:
                     seen[kind].append(window(url, kind, made.get(kind, ("", ""))[0], sids, args.seconds))
-            median = {kind: sorted(v)[len(v) // 2] for kind, v in seen.items()}
-            print(json.dumps({"procs": procs, **{k: round(v) for k, v in median.items()},
-                              **{f"{k}/plain": round(v / median["plain"], 2) for k, v in median.items() if k != "plain"}}),
+            median = {kind: sorted(v)[len(v) // 2] for kind, v in seen.items()}  # by rate; its CPU with it
+            print(json.dumps({"procs": procs, **{k: round(v[0]) for k, v in median.items()},
+                              **{f"{k}/plain": round(v[0] / median["plain"][0], 2) for k, v in median.items() if k != "plain"},
+                              **{f"{k} cpu_us/write": round(v[1]) for k, v in median.items()}}),
                   flush=True)
         print(f"load after: {os.getloadavg()}", flush=True)
         store.close()

@@ -57,3 +57,24 @@ def test_a_variant_that_answers_otherwise_stops_the_bench(pg_url: str) -> None:
             conn.execute(re.sub(r"FUNCTION (\S+\.)?agents_room_lease_", "FUNCTION broken_lease_", sql))
         with pytest.raises(SystemExit, match="broken: answered"):
             bench.check(conn, "broken", a, b)
+
+
+def test_a_window_counts_writes_and_the_cpu_each_took(pg_url: str) -> None:
+    """The CPU column is what bounds a kind on few cores (2 s / CPU per write a second): a
+    window of plain commits reports a rate, and a CPU cost per write that is positive, finite,
+    and no more than every core busy for the whole steady middle could spend on that many writes."""
+    import math
+    import os
+
+    from agents_room.store import Store
+
+    bench = designs()
+    with Store.open(pg_url) as store:
+        sid = store.room_join(cwd="/w", pid=None, label="w").session_id
+    before = bench.busy_seconds()
+    rate, cpu_us = bench.window(pg_url, "plain", "", [sid], 2.0)
+    assert bench.busy_seconds() > before
+    with psycopg.connect(pg_url) as conn:
+        committed = conn.execute("SELECT count(*) FROM events WHERE kind = 'bench'").fetchone()[0]
+    assert rate > 0 and committed >= rate  # every counted write is a committed row (2 s of them)
+    assert math.isfinite(cpu_us) and 0 < cpu_us <= (os.cpu_count() or 1) / rate * 1e6
