@@ -13,10 +13,12 @@ Tolerances, and why:
 - broadcast fan-out within 10% of the 5 others every agent shares a room with.
 The second round trip: rate and think mean within 35%, hold p50 within 50% (a hold is a
 few calls long, so its median moves by whole calls: 0.10 s against 0.14 s was seen once in
-five runs on a loaded machine), shares within 0.04 (each generation adds its own final
-inbox drain and its acks with nothing to ack, both msg_recv, to what it was fitted to: 0.036
-more msg_recv was seen once in eight runs), fan-out within 15% (the run / fitted column of
-the report)."""
+five runs on a loaded machine), shares within 0.03 of what the fitted shares predict once
+the second run's own final inbox drain is counted in (the store counts calls per minute, so
+a run's measured traffic holds its drain: every generation adds its drain's msg_recv calls
+to what it was fitted to, and the other tools' shares shrink by as much; on a loaded machine
+the workload makes fewer calls and the drain's share grows: 0.044 more msg_recv was seen
+when the drain was not counted in), fan-out within 15% (the run / fitted column of the report)."""
 
 from __future__ import annotations
 
@@ -110,6 +112,12 @@ def sim_run(scenario: Path, out: Path) -> dict[str, Any]:
     return json.loads((out / "report.json").read_text())
 
 
+def drain_share(out: Path) -> float:
+    """The share of a run's store calls its final inbox drain made (history, ``phase = drain``)."""
+    ops = [i for i, _ in pairs(read(out / "history.jsonl.gz")) if i["f"] in STORE_TOOLS]
+    return sum(1 for i in ops if i.get("phase") == "drain") / len(ops)
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -146,7 +154,11 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
     for figure in ("calls per agent per second", "think time mean"):
         assert 0.65 <= rows[figure]["ratio"] <= 1.35, rows[figure]
     assert 0.5 <= rows["lease hold p50"]["ratio"] <= 1.5, rows["lease hold p50"]
+    drained = drain_share(tmp_path / "second")
+    assert 0 < drained < 0.2, drained  # the drain made calls, and not most of them
     for figure, r in rows.items():
         if figure.startswith("share of "):
-            assert abs(r["run"] - r["fitted"]) <= 0.04, r
+            # the workload's calls in the fitted proportions, and the drain's (all msg_recv) beside them
+            expected = r["fitted"] * (1 - drained) + (drained if figure == "share of msg_recv" else 0.0)
+            assert abs(r["run"] - expected) <= 0.03, (r, drained)
     assert 0.85 <= rows["fan-out of broadcast"]["ratio"] <= 1.15, rows["fan-out of broadcast"]
