@@ -172,11 +172,10 @@ def window(url: str, kind: str, prefix: str, sids: list[str], seconds: float) ->
     procs = [mp.Process(target=worker, args=(url, kind, prefix, sid, seconds, go, out)) for sid in sids]
     for p in procs:
         p.start()
-    steady = max(seconds - 1.0, 0.1)
     time.sleep(max(go + 0.5 - time.time(), 0))
-    before = busy_seconds()
-    time.sleep(steady)
-    cpu = busy_seconds() - before
+    before, started = busy_seconds(), time.monotonic()
+    time.sleep(max(seconds - 1.0, 0.1))
+    cpu, steady = busy_seconds() - before, time.monotonic() - started  # the sleep may overrun: as long as it took
     total = sum(out.get(timeout=seconds + 60) for _ in procs)
     for p in procs:
         p.join()
