@@ -6,9 +6,11 @@ over rounds) and each over plain commits from as many processes in the same roun
     .venv/bin/python bench/pg_lock_designs.py [--procs 1,4,16] [--seconds 3] [--rounds 3]
 
 Kinds (a claim+release pair counts two writes):
-- ``plain``: one INSERT into ``events``, autocommit, ``synchronous_commit`` on: the baseline.
+- ``plain``: one INSERT into ``events``, autocommit, ``synchronous_commit`` on: the baseline
+  (``sim bench``'s ``plain-pg``, sim/bench/raw_pg.py).
 - ``locked``: the same INSERT under the store's write lock, committed as the store commits
-  (asynchronously in the lock, the flush after it): the ceiling of every write under it.
+  (asynchronously in the lock, the flush after it): the ceiling of every write under it
+  (``sim bench``'s ``locked-pg``).
 - ``shipped``: claim+release pairs through the shipped functions (migrate_4.sql), sent as the
   store sends them (BEGIN, the function, COMMIT, the flush; one round trip).
 - ``lean``: the shipped functions with the sweep run only once an index probe finds an
@@ -126,11 +128,14 @@ def check(conn: Any, prefix: str, a: str, b: str) -> None:
 def worker(url: str, kind: str, prefix: str, sid: str, seconds: float, go: float, out: mp.Queue) -> None:
     import psycopg
 
-    from agents_room.store.postgres.database import BEGIN_WRITE, DURABLE, LOCK_NOW
+    from agents_room.store.postgres.database import BEGIN_WRITE, DURABLE
+    from sim.bench.raw_pg import LockedPgRoom, PlainPgRoom
 
-    conn = psycopg.connect(url, autocommit=True)
+    # plain and locked are sim bench's own baseline and ceiling (plain-pg, locked-pg), written once there
+    made = {"plain": PlainPgRoom, "locked": LockedPgRoom}.get(kind)
+    bench = made(url) if made else None
+    conn = bench.conn if bench else psycopg.connect(url, autocommit=True)
     binder = psycopg.ClientCursor(conn)
-    event = "INSERT INTO events (at, session_id, kind, path, payload) VALUES (0, %s, 'bench', %s, '{}')"
     flush = "" if kind == "per-path" else f"; {DURABLE}"  # per-path commits synchronously
     writes, n = 0, 0
     while time.time() < go:
@@ -139,11 +144,8 @@ def worker(url: str, kind: str, prefix: str, sid: str, seconds: float, go: float
     while time.monotonic() < end:
         path = f"/bench/{os.getpid()}/{n}.py"
         n += 1
-        if kind == "plain":
-            conn.execute(event, (sid, path))
-            writes += 1
-        elif kind == "locked":
-            conn.execute(f"{BEGIN_WRITE}; {LOCK_NOW}; {binder.mogrify(event, (sid, path))}; COMMIT; {DURABLE}")
+        if bench:
+            bench.claim(sid, path, 0)
             writes += 1
         else:
             claim = binder.mogrify(f"SELECT * FROM {prefix}_lease_claim(%s, NULL, %s, 600, 'exclusive', NULL)", (sid, path))

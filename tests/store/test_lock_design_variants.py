@@ -75,7 +75,7 @@ def test_a_window_counts_writes_and_the_cpu_each_took(pg_url: str) -> None:
     rate, cpu_us = bench.window(pg_url, "plain", "", [sid], 2.0)
     assert bench.busy_seconds() > before
     with psycopg.connect(pg_url) as conn:
-        committed = conn.execute("SELECT count(*) FROM events WHERE kind = 'bench'").fetchone()[0]
+        committed = conn.execute("SELECT count(*) FROM events WHERE kind = 'plain'").fetchone()[0]
     assert rate > 0 and committed >= rate  # every counted write is a committed row (2 s of them)
     # /proc/stat counts in ticks (10 ms): a tick either side of the 1 s middle is 2% of it
     assert math.isfinite(cpu_us) and 0 < cpu_us <= (os.cpu_count() or 1) / rate * 1e6 * 1.02
