@@ -8,7 +8,9 @@ server still keeps every commit that reached the OS; every commit is still a rea
 
 ``initdb`` refuses to run as root: as root the cluster is made and run by the ``postgres``
 user (``nobody`` where there is none: the ``pgserver`` binaries on a machine without a
-PostgreSQL package), in a folder that user owns.
+PostgreSQL package), in a folder that user owns. Binaries that user cannot reach (the
+``pgserver`` wheel's, inside a clone whose parent folder only its owner may enter) are copied
+into the cluster's folder first.
 
 A test process killed before its end (``kill -9``, a CI timeout) cannot stop its cluster, and
 the server runs on. Each cluster's folder holds ``owner``: the pid and start time of the
@@ -77,6 +79,31 @@ def _server_user() -> str:
         return "nobody"
 
 
+def reachable(user: str, program: Path) -> bool:
+    """Whether ``user`` may run ``program``: every folder on its way must let that user in,
+    which a clone under a folder of mode 700 (``mktemp -d``, many home folders) does not."""
+    return subprocess.run(["runuser", "-u", user, "--", "test", "-x", str(program)], check=False).returncode == 0
+
+
+def copy_install(bindir: Path, to: Path, uid: int, gid: int) -> Path:
+    """Copy the installation around ``bindir`` to ``to``, owned by ``uid``/``gid``, and return
+    the copy's binaries folder. The server finds its ``lib`` and ``share`` folders beside its
+    ``bin``; a wheel's binaries (``pgserver``'s) also link to the libraries auditwheel moved
+    into ``<package>.libs`` beside the package, by an rpath relative to the binaries: the copy
+    keeps the path between the two."""
+    install = bindir.parent
+    anchor = next((p for p in list(install.parents)[:3] if any(p.glob("*.libs"))), install)
+    parts = [install / name for name in (bindir.name, "lib", "share")] + sorted(anchor.glob("*.libs"))
+    for part in parts:
+        if part.is_dir():
+            shutil.copytree(part, to / part.relative_to(anchor), symlinks=True)
+    os.chown(to, uid, gid)
+    for folder, dirs, files in os.walk(to):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, gid, follow_symlinks=False)
+    return to / bindir.relative_to(anchor)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -106,8 +133,17 @@ class Cluster:
     def tcp_url(self, dbname: str = "postgres") -> str:
         return f"postgresql://{self.user}@127.0.0.1:{self.port}/{dbname}"
 
+    @property
+    def copied_bin(self) -> Path:
+        """A link to the copy ``start`` makes of binaries the server user cannot reach (the
+        copy is inside the cluster's folder: ``reap`` stops a cluster with it too)."""
+        return self.root / "bin"
+
+    def _bin(self) -> Path:
+        return self.copied_bin if self.copied_bin.exists() else self.bindir
+
     def _run(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        cmd = [str(self.bindir / argv[0]), *argv[1:]]
+        cmd = [str(self._bin() / argv[0]), *argv[1:]]
         if os.geteuid() == 0:
             cmd = ["runuser", "-u", _server_user(), "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -118,6 +154,9 @@ class Cluster:
             entry = pwd.getpwnam(_server_user())
             for p in (self.root, self.sockets):
                 os.chown(p, entry.pw_uid, entry.pw_gid)
+            if not reachable(_server_user(), self.bindir / "initdb"):
+                self.copied_bin.symlink_to(copy_install(self.bindir, self.root / "install", entry.pw_uid,
+                                                        entry.pw_gid))
         done = self._run("initdb", "-A", "trust", "-U", self.user, "--no-locale", "-E", "UTF8", "--no-sync",
                          "-D", str(self.data))
         if done.returncode:

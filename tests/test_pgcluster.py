@@ -67,21 +67,29 @@ def test_a_cluster_of_a_killed_test_process_is_reaped(pg_cluster, tmp_path: Path
 
 
 @pytest.mark.postgres_only
-def test_the_pgserver_wheel_binaries_run_the_store(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pgserver_wheel_binaries_run_the_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Where the machine has no PostgreSQL, the binaries of PyPI's pgserver wheel (a dev
-    dependency) start the cluster: forced here with AGENTS_ROOM_PG_BINDIR."""
+    dependency) start the cluster: forced here with AGENTS_ROOM_PG_BINDIR. As root they are
+    put where the server user cannot reach them, as in a clone under a folder only its owner
+    may enter (tmp_path's own folders are root's alone): the cluster runs from a copy."""
     from agents_room.store import Store
 
     bindir = pgcluster.pgserver_bindir()
     assert bindir is not None and (bindir / "pg_ctl").exists(), "pgserver is a dev dependency"
+    if os.geteuid() == 0:
+        (tmp_path / "private").mkdir(mode=0o700)
+        bindir = pgcluster.copy_install(bindir, tmp_path / "private" / "wheel", 0, 0)
+        assert not pgcluster.reachable(pgcluster._server_user(), bindir / "initdb")
     monkeypatch.setenv(pgcluster.BINDIR_ENV, str(bindir))
     assert pgcluster.find_bindir() == bindir
     cluster = pgcluster.start_cluster()
     try:
+        assert cluster.copied_bin.exists() == (os.geteuid() == 0)
         with Store.open(pgcluster.new_schema(cluster)) as store:
             assert store.db.health()["server_version"].startswith("16.")  # the wheel's, not the system's 15
             sid = store.room_join(cwd="/work", pid=None, label="w").session_id
             assert store.lease_claim(sid, "/work/x.py").ok
+        server = server_pid(cluster.root)
     finally:
         cluster.stop()
-    assert not cluster.root.exists()
+    assert not cluster.root.exists() and not alive(server)  # stopped by the copy's pg_ctl
