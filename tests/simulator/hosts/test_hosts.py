@@ -156,8 +156,14 @@ def test_what_a_killed_runner_left_is_reaped_at_the_next_start() -> None:
 
 
 NOBODY = """
-import os, sys, locale, gettext, argparse  # read now: the interpreter's own files are root's
-import sim.pipeline, sim.hosts.cluster, sim.run.layout, sim.bench.sweep
+import os, sys, locale, gettext, argparse, importlib, pkgutil  # read now: the interpreter's own files are root's
+import sim, agents_room
+# Every module of the project read now, as root: the clone (and its venv) may sit in a folder
+# only root may enter, and sim imports most of its modules only when a command needs them.
+for package in (sim, agents_room):
+    for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        if not module.name.endswith(".__main__"):
+            importlib.import_module(module.name)
 from sim.cli import main
 os.setgroups([]); os.setgid(65534); os.setuid(65534)  # a user without root, in this very process
 sys.exit(main(sys.argv[1:]))
@@ -166,13 +172,22 @@ sys.exit(main(sys.argv[1:]))
 
 @root_only
 def test_without_root_sim_refuses_in_one_line(tmp_path: Path) -> None:
+    import shutil
     import tempfile
     import uuid
 
-    # an --out that user may make (tmp_path's folders are root's alone; --out is checked first)
+    # An --out that user may make, and the scenario where that user may read it (tmp_path's
+    # folders, and maybe the clone's, are root's alone; --out is checked first).
     out = Path(tempfile.gettempdir()) / f"agents-room-nobody-{uuid.uuid4().hex}" / "out"
-    done = subprocess.run([sys.executable, "-c", NOBODY, "run", str(ROOT / "scenarios" / "two-hosts.toml"),
-                           "--out", str(out), "--no-live"], capture_output=True, text=True, timeout=60)
+    shared = Path(tempfile.mkdtemp(prefix="agents-room-scenario-"))
+    try:
+        shared.chmod(0o755)
+        scenario = Path(shutil.copy(ROOT / "scenarios" / "two-hosts.toml", shared / "two-hosts.toml"))
+        scenario.chmod(0o644)
+        done = subprocess.run([sys.executable, "-c", NOBODY, "run", str(scenario), "--out", str(out), "--no-live"],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(shared)
     assert not out.parent.exists()
     assert done.returncode == 2, done
     assert done.stderr.strip() == ("sim: simulated hosts need root (network namespaces, veth links, iptables, PID "
