@@ -1,5 +1,6 @@
 """The real harness CLIs (Codex, Gemini CLI, Claude Code) for the end-to-end tests: where they
-are, and a scratch HOME and project for each test.
+are (``sim.harness.clis``, shared with the simulator), and a scratch HOME and project for each
+test.
 
 ``.ci/run`` installs each from npm into its own folder of a cache outside the clone
 (``npm install --prefix $AGENTS_ROOM_NPM_CACHE/<name> <package>``); ``$AGENTS_ROOM_NPM_CACHE``
@@ -12,43 +13,27 @@ a quiet skip.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 import pytest
 
-CACHE_ENV = "AGENTS_ROOM_NPM_CACHE"
+from sim.harness.clis import CACHE_ENV, DEFAULT_CACHE, cache, locate  # noqa: F401 (re-exported for the tests)
+
 REQUIRE_ENV = "AGENTS_ROOM_REQUIRE_HARNESS_CLIS"
-DEFAULT_CACHE = "/var/cache/agents-room-npm"
-
-# name -> (npm package, folder in the cache, binary under node_modules/.bin)
-CLIS = {
-    "codex": ("@openai/codex", "_openai_codex", "codex"),
-    "gemini": ("@google/gemini-cli", "_google_gemini-cli", "gemini"),
-    "claude": ("@anthropic-ai/claude-code", "_anthropic-ai_claude-code", "claude"),
-}
-
-
-def cache() -> Path:
-    return Path(os.environ.get(CACHE_ENV) or DEFAULT_CACHE)
+HARNESS = {"codex": "codex", "gemini": "gemini", "claude": "claude-code"}
 
 
 def binary(name: str) -> str:
-    """The CLI's executable; skips the test where it (or node) is missing, fails under CI."""
-    package, folder, exe = CLIS[name]
-    path = cache() / folder / "node_modules" / ".bin" / exe
-    problem = None
-    if not shutil.which("node"):
-        problem = "node is not installed"
-    elif not os.access(path, os.X_OK):
-        problem = f"{path} is missing (npm install --prefix {cache() / folder} {package})"
-    if problem:
+    """The CLI's executable (``codex``, ``gemini``, ``claude``, or a harness name); skips the
+    test where it (or node) is missing, fails under CI."""
+    found = locate(HARNESS.get(name, name))  # type: ignore[arg-type]
+    if found.problem:
         if os.environ.get(REQUIRE_ENV) == "1" or os.environ.get("CI") == "true":
-            pytest.fail(f"{name}: {problem}; .ci/run installs it")
-        pytest.skip(f"{name}: {problem}")
-    return str(path)
+            pytest.fail(f"{name}: {found.problem}; .ci/run installs it")
+        pytest.skip(f"{name}: {found.problem}")
+    return found.path
 
 
 def scratch_home() -> Path:
