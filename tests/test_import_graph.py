@@ -27,6 +27,7 @@ TREES = {"agents_room": ROOT / "src" / "agents_room", "sim": ROOT / "sim"}
 SIM_MAY_IMPORT: dict[str, set[str]] = {
     "sim.scenario": set(),
     "sim.check": set(),
+    "sim.harness": set(),  # the scripted model and the real CLIs: the tests use it too
     "sim.fit": {"sim.scenario"},
     "sim.hosts": {"sim.scenario"},
     "sim.faults": {"sim.scenario", "sim.check"},
@@ -287,4 +288,3 @@ def test_a_rules_module_importing_an_engine_is_refused(tmp_path: Path) -> None:
 def test_a_docstring_rule_is_read(tmp_path: Path) -> None:
     init = make(tmp_path, {"x/__init__.py": '"""Things.\n\nImports from sim: ``scenario``,\n``check``.\n\nMore."""\n'})
     assert docstring_rule(init / "x" / "__init__.py") == {"sim.scenario", "sim.check"}
-    "sim.harness": set(),  # the scripted model and the real CLIs: the tests use it too
