@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .check import history as hist
-from .run.layout import merge_history, read_events, read_samples, shown
+from .run.layout import merge_history, read_events, read_samples, read_spellings, shown
 from .run.runner import Outcome, RunAborted, Runner
 from .scenario.scenario import Scenario
 
@@ -30,14 +30,16 @@ class Result:
     report: dict[str, Any]
 
 
-def _check(events: list[Any], records: list[hist.Record], integrity: str) -> tuple[str, Any]:
-    """The checker's verdict; a checker that cannot run makes the verdict unknown."""
+def _check(events: list[Any], records: list[hist.Record], integrity: str,
+           spellings: dict[str, str] | None = None) -> tuple[str, Any]:
+    """The checker's verdict (``spellings``: the run's spelled folders, judged as the files
+    they name); a checker that cannot run makes the verdict unknown."""
     try:
         from .check.checker import check
     except ImportError as exc:
         return "unknown", {"verdict": "unknown", "violations": [], "reason": f"checker unavailable: {exc}"}
     try:
-        result = check(events, records, integrity)
+        result = check(events, records, integrity, spellings=spellings)
     except Exception as exc:  # noqa: BLE001 (a checker bug must not cost the run's report)
         traceback.print_exc()
         return "unknown", {"verdict": "unknown", "violations": [], "reason": f"the checker failed: {exc!r}"}
@@ -120,7 +122,7 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         outcome = Outcome(start_ns, end_ns, runner.agents, False, time.time(), 0.0, [], runner.timings)
     else:
         mark = time.monotonic()
-        verdict, check = _check(events, check_records, integrity)
+        verdict, check = _check(events, check_records, integrity, read_spellings(runner.layout))
         outcome.timings["check_s"] = time.monotonic() - mark
         if verdict == "valid" and not outcome.drained:
             verdict = "unknown"

@@ -2,6 +2,7 @@
 merged), the store's events and ``PRAGMA integrity_check``; output: the verdict (``valid``,
 ``invalid``, ``unknown``) with every violation. Invariants: docs/history.md.
 
+- ``identity``: every path in its real spelling (a run that spells a repository two ways);
 - ``cover``: which lease covers which path (directory leases), by the checker's own rule;
 - ``history``: the history file format (written by the agents, read here);
 - ``operation``: records paired into operations; ``model``: the lease and delivery model;

@@ -13,9 +13,11 @@ invent one (on one host's clock).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .identity import Spellings
 from .model import Problem, stamp
 from .operation import Op, pair
 
@@ -126,6 +128,7 @@ def check_ops(ops: list[Op]) -> BlackBox:
     return BlackBox(len(found), sum(w.mode == "exclusive" for w in found), tuple(overlaps(found)))
 
 
-def check(history: list[dict[str, Any]]) -> BlackBox:
-    """The second opinion from raw history records (docs/history.md)."""
-    return check_ops(pair(history)[0])
+def check(history: list[dict[str, Any]], spellings: Mapping[str, str] | None = None) -> BlackBox:
+    """The second opinion from raw history records (docs/history.md); ``spellings``: the
+    run's spelled folders (``identity``), so that windows are judged per file."""
+    return check_ops(pair(Spellings(spellings).records(history))[0])

@@ -1,8 +1,9 @@
 """The checker: what the store's events and the clients' history prove about a run.
 
-load -> replay the events through the model (``replay``) -> cross-check history and events
-(``crosscheck``) -> delivery arithmetic (``delivery``) -> drift truth and stale-holder writes
-(``drift``) -> the black-box lease windows (``blackbox``) -> integrity -> verdict.
+load -> every path in its real spelling (``identity``) -> replay the events through the model
+(``replay``) -> cross-check history and events (``crosscheck``) -> delivery arithmetic
+(``delivery``) -> drift truth and stale-holder writes (``drift``) -> the black-box lease windows
+(``blackbox``) -> integrity -> verdict.
 
 The verdict is ``invalid`` as soon as one violation exists, ``unknown`` when something needed
 to decide is missing (a recipient never drained, an ``info`` op that cannot be settled, no
@@ -12,6 +13,7 @@ integrity answer), else ``valid``. See docs/history.md for the invariants.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -20,6 +22,7 @@ from agents_room.store import Event
 from . import blackbox, oracle, oracle_reads, window
 from .crosscheck import crosscheck
 from .delivery import Arithmetic, tally
+from .identity import Spellings
 from .drift import StaleWrite, check_drift, stale_writes
 from .model import Problem
 from .operation import pair
@@ -102,11 +105,16 @@ def load_events(items: list[Any]) -> list[Event]:
 
 
 def check(events: list[Any], history: list[dict[str, Any]], integrity: str | None, *,
-          clock_slack_s: float = 0.01, max_listed: int = 100) -> Verdict:
+          clock_slack_s: float = 0.01, max_listed: int = 100,
+          spellings: Mapping[str, str] | None = None) -> Verdict:
     """Decide a run from the store's events (``seq`` order), the merged history records and
     the answer of ``PRAGMA integrity_check``. ``clock_slack_s`` is how far an event's ``at``
-    may lie outside its op's wall window (two clocks read on one host)."""
-    events = load_events(events)
+    may lie outside its op's wall window (two clocks read on one host). ``spellings``: the
+    run's spelled folders, each with the real folder it names (``spellings.json``): every
+    path is judged as the file it names (``identity``)."""
+    names = Spellings(spellings)
+    events = names.events(load_events(events))
+    history = names.records(history)
     ops, history_problems = pair(history)
     rep = replay(events)
     cross = crosscheck(ops, events, clock_slack_s)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
+import os
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..check import history as hist
-from ..scenario.scenario import Scenario, to_toml
+from ..scenario.scenario import Repo, Scenario, to_toml
 
 
 # What works on the SQLite file only: the WAL cap pins the file's WAL, the garbage store
@@ -57,6 +59,21 @@ class Layout:
     def samples(self) -> Path:
         return self.out / "samples.jsonl"
 
+    @property
+    def spellings(self) -> Path:
+        """``spellings.json``: each spelling of the repositories' folder (a symlink the run
+        made, or ``repos/`` itself when the run's folder is reached through a symlink) and
+        the real path it names, for the checker to judge files by identity."""
+        return self.out / "spellings.json"
+
+    def repo_path(self, repo: Repo, position: int) -> Path:
+        """Where the agent at ``position`` among ``repo``'s agents finds its repository: the
+        agents take its spellings in turn, spelling 0 ``repos/<name>``, spelling k
+        ``spelled/<k>/<name>`` through the symlink ``spelled/<k> -> ../repos`` (a link to the
+        folder above the checkout, as ``~/work -> /mnt/data/work``)."""
+        spelling = position % repo.spellings
+        return self.repos / repo.name if spelling == 0 else self.out / "spelled" / str(spelling) / repo.name
+
 
 def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -89,12 +106,37 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
     (layout.out / "scenario.toml").write_text(to_toml(scenario))
     for repo in scenario.repos:
         make_repo(layout.repos / repo.name, file_names(repo.files))
+    make_spellings(layout, max(r.spellings for r in scenario.repos))
     # Create the schema once, before the agents race to open the file. A store an earlier run
     # left: its dead sessions are pruned first, and this run's events are those after it.
     with Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s) as store:
         if layout.store is not None:
             store.prune(0)
             layout.first_seq = store.last_seq()
+
+
+def make_spellings(layout: Layout, spellings: int) -> dict[str, str]:
+    """The symlinks ``spelled/1`` .. ``spelled/<spellings - 1>`` to ``repos/`` (relative: the
+    run's folder may move), and ``spellings.json`` mapping every spelling of ``repos`` to its
+    real path. The checker reads the file, not the links: it judges the run's files wherever
+    they are."""
+    real = os.path.realpath(layout.repos)
+    names = {str(layout.repos): real}
+    for k in range(1, spellings):
+        link = layout.out / "spelled" / str(k)
+        link.parent.mkdir(exist_ok=True)
+        os.symlink(os.path.join("..", layout.repos.name), link)
+        names[str(link)] = real
+    mapping = {spelled: named for spelled, named in names.items() if spelled != named}
+    layout.spellings.write_text(json.dumps(mapping, indent=1) + "\n")
+    return mapping
+
+
+def read_spellings(layout: Layout) -> dict[str, str]:
+    """``spellings.json`` (spelled folder -> real folder); empty for a run made before it existed."""
+    if not layout.spellings.exists():
+        return {}
+    return dict(json.loads(layout.spellings.read_text()))
 
 
 def store_location(text: str | Path) -> str:

@@ -101,12 +101,13 @@ class Runner:
         """Start agent ``no`` (a new process; a replacement takes the next generation and a
         new harness key)."""
         n_total = self.scn.agents
-        repo, files, hot = self._repo_of(no)
+        repo, files, hot, position = self._repo_of(no)
         key = harness_key or str(uuid.uuid4())
         name = f"a{no:02d}"
-        repo_path = self.layout.repos / repo.name
+        repo_path = self.layout.repo_path(repo, position)  # maybe through a symlink ([[repos]] spellings)
+        # PWD: the logical working directory a shell or harness passes on, spelled as the agent was given it.
         server_env = {"AGENTS_ROOM_DB": str(self.layout.db), "AGENTS_ROOM_HARNESS_KEY": key,
-                      "AGENTS_ROOM_BUSY_TIMEOUT_S": str(self.scn.run.busy_timeout_s)}
+                      "AGENTS_ROOM_BUSY_TIMEOUT_S": str(self.scn.run.busy_timeout_s), "PWD": str(repo_path)}
         cfg = {
             "agent": name, "agent_no": no, "n_agents": n_total, "generation": generation, "cwd": str(repo_path),
             "files": [str(repo_path / f) for f in files], "hot": hot, "rooms": list(repo.rooms),
@@ -155,11 +156,12 @@ class Runner:
             g += 1
         return g
 
-    def _repo_of(self, no: int) -> tuple[Any, list[str], int]:
+    def _repo_of(self, no: int) -> tuple[Any, list[str], int, int]:
+        """Agent ``no``'s repository, its files, how many are hot, and the agent's place among its agents."""
         first = 0
         for repo in self.scn.repos:
             if no < first + repo.agents:
-                return repo, file_names(repo.files), min(self.scn.workload.hot_paths, repo.files)
+                return repo, file_names(repo.files), min(self.scn.workload.hot_paths, repo.files), no - first
             first += repo.agents
         raise IndexError(no)
 

@@ -40,6 +40,8 @@ MIX_KEYS = (
 # The wake lever's entries: the direct driver runs agents_room.wake.deliver with a lever of the
 # simulator's own (the MCP tools have no such call: a server's watcher does it).
 WAKE_KEYS = ("wake", "wake_idle", "wake_turn")
+# The most spellings of one repository's path a scenario may ask for (each a symlink of the run).
+MAX_SPELLINGS = 4
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
 ROOM_RE = re.compile(r"[a-z0-9][a-z0-9._:/-]{0,63}")
 
@@ -65,6 +67,9 @@ class Repo:
     tags: tuple[str, ...] = ()
     autonomy: str | None = None  # the level its agents join at; None: the store's default (or drawn, with rejoin)
     wake_lever: bool = False  # its agents join with a wake lever (the simulator's own; direct driver)
+    # How many ways its agents spell its path: 2 or more gives some of them the repository
+    # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
+    spellings: int = 1
 
 
 @dataclass(frozen=True)
@@ -223,6 +228,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         tags=t.names("tags", NAME_RE, "tag"),
         autonomy=_level(t, "autonomy"),
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
+        spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
     )
     t.done()
     return repo

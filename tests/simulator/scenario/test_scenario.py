@@ -127,6 +127,20 @@ def test_wake_levers_are_read_and_refused_off_the_direct_driver() -> None:
         s.with_overrides(driver="mcp")
 
 
+def test_spellings_are_read_bounded_and_kept_by_overrides() -> None:
+    text = GOOD.replace('tags = ["backend"]', 'tags = ["backend"]\nspellings = 2')
+    s = parse(text)
+    assert (s.repos[0].spellings, s.repos[1].spellings) == (2, 1)
+    assert parse(to_toml(s), s.name) == s
+    assert s.with_overrides(agents=8, driver="mcp").repos[0].spellings == 2
+    assert "[repos.0] spellings: must be an integer from 1 to 4, got 0" in refused(text.replace("spellings = 2",
+                                                                                              "spellings = 0"))
+    assert "[repos.0] spellings: must be an integer from 1 to 4, got 5" in refused(text.replace("spellings = 2",
+                                                                                              "spellings = 5"))
+    assert "[repos.0] spellings: must be an integer, got string '2'" in refused(text.replace("spellings = 2",
+                                                                                           "spellings = '2'"))
+
+
 def test_overrides_are_checked_and_spread_agents_in_proportion() -> None:
     s = parse(GOOD)
     scaled = s.with_overrides(agents=10, duration_s=7, seed=9, driver="mcp")

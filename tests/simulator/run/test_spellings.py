@@ -1,0 +1,67 @@
+"""``[[repos]] spellings``: the run makes a symlink to the folder above the repositories, hands
+the agents of one repository its path spelled both ways in turn, and records each spelled
+folder with the real folder it names (``spellings.json``) for the checker. The runs of
+tests/regression/ (both drivers) show the spellings reach the store and that the verdict
+judges files; here, the layout itself."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from sim.check.identity import Spellings
+from sim.run.layout import Layout, prepare, read_spellings
+from sim.scenario.scenario import parse
+
+SCENARIO = """
+[run]
+duration_s = 1
+[[repos]]
+name = "core"
+agents = 4
+files = 2
+spellings = 3
+[[repos]]
+name = "edge"
+agents = 2
+files = 1
+[workload.mix]
+lease_claim = 1
+"""
+
+
+def test_the_run_links_the_repositories_and_deals_the_spellings_round(tmp_path: Path) -> None:
+    scenario = parse(SCENARIO)
+    layout = Layout(tmp_path / "run")
+    prepare(scenario, layout)
+    real = os.path.realpath(layout.repos)
+    for k in (1, 2):
+        link = layout.out / "spelled" / str(k)
+        assert link.is_symlink() and os.readlink(link) == "../repos"  # relative: the run's folder may move
+        assert os.path.realpath(link / "core" / "src" / "mod_00.py") == f"{real}/core/src/mod_00.py"
+    assert not (layout.out / "spelled" / "3").exists()
+    core, edge = scenario.repos
+    assert [layout.repo_path(core, i) for i in range(4)] == [
+        layout.repos / "core", layout.out / "spelled/1/core", layout.out / "spelled/2/core", layout.repos / "core"]
+    assert {layout.repo_path(edge, i) for i in range(2)} == {layout.repos / "edge"}
+    recorded = json.loads(layout.spellings.read_text())
+    plain = {} if str(layout.repos) == real else {str(layout.repos): real}  # (a temp folder under a symlink)
+    assert recorded == read_spellings(layout) == {**plain, str(layout.out / "spelled/1"): real,
+                                                  str(layout.out / "spelled/2"): real}
+    names = Spellings(recorded)
+    assert names.path(str(layout.out / "spelled/2/core/src/mod_01.py")) == f"{real}/core/src/mod_01.py"
+
+
+def test_a_run_folder_reached_through_a_symlink_records_that_spelling_too(tmp_path: Path) -> None:
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "home").symlink_to(tmp_path / "disk")
+    layout = Layout(tmp_path / "home" / "run")
+    prepare(parse(SCENARIO.replace("spellings = 3", "spellings = 1")), layout)
+    # Every agent spells repos/ through home/, the store keys by the real disk/: the checker must know both.
+    assert read_spellings(layout) == {str(layout.repos): os.path.realpath(tmp_path / "disk" / "run" / "repos")}
+    assert not (layout.out / "spelled").exists()
+
+
+def test_a_run_made_before_spellings_were_recorded_has_none(tmp_path: Path) -> None:
+    assert read_spellings(Layout(tmp_path)) == {}
