@@ -77,11 +77,30 @@ def _child(mode: str, url: str, mutant: bool, *extra: str) -> dict:
     return json.loads(done.stdout)
 
 
+def _children(pid: int) -> set[int]:
+    """The processes whose parent is ``pid`` (field 4 of /proc/PID/stat)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
 def _crash(cluster: pgcluster.Cluster, walwriter: int) -> None:
     """Kill the stopped WAL writer: the postmaster ends every server process (their WAL
-    buffers in shared memory with them) and recovers from the WAL on disk."""
+    buffers in shared memory with them) and recovers from the WAL on disk. A connection made
+    before the postmaster has ended them all could reach one of the old processes, so the
+    wait is for every one of them to be gone, however long a loaded machine takes."""
+    old = _children(int((cluster.data / "postmaster.pid").read_text().split()[0]))
+    assert walwriter in old
     os.kill(walwriter, signal.SIGKILL)
-    time.sleep(0.5)  # the postmaster's restart begins; connecting before it could reach the old backends
+    deadline = time.monotonic() + 60
+    while any(Path(f"/proc/{pid}").exists() for pid in old):
+        assert time.monotonic() < deadline, "the postmaster never ended its old processes"
+        time.sleep(0.02)
     pgcluster.wait_ready(cluster.url(), 30.0)
 
 
