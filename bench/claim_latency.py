@@ -21,7 +21,7 @@ import anyio
 import numpy as np
 from mcp import Client, StdioServerParameters
 
-from agents_room.identity import Identity
+from agents_room.harnesses.identity import Identity
 from agents_room.server import RoomServer, build_server
 from agents_room.store import Store
 

@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.client import Client
 
-from agents_room.identity import Identity
+from agents_room.harnesses.identity import Identity
 from agents_room.server import build_server
 from agents_room.server.failures import shown_name
 from agents_room.server.tools import TOOLS

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 import agents_room
-from agents_room import hook as hook_module
-from agents_room.install import hook_command
+from agents_room.harnesses import hook as hook_module
+from agents_room.harnesses.install import hook_command
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
@@ -215,7 +215,7 @@ def test_the_quiet_path_imports_neither_mcp_nor_the_store(live: Store, repo: Pat
     _me, key = join(live, repo, "alice")
     for argv in ([sys.executable, AGENTS_ROOM, "hook"], INSTALLED):
         modules, said = imported(argv, event(key, "PostToolUse"))
-        assert said == "" and "agents_room.hook" in modules
+        assert said == "" and "agents_room.harnesses.hook" in modules
         assert not {m for m in modules if m.split(".")[0] in {"mcp", "numpy", "rich", "pydantic", "anyio"}}
         assert "agents_room.store" not in modules
 
@@ -225,9 +225,9 @@ def test_the_installed_quiet_path_skips_site_and_the_costly_stdlib(live: Store, 
     # command's answer to "nothing new" needs none of them.
     _me, key = join(live, repo, "alice")
     modules, said = imported(INSTALLED, event(key, "PostToolUse"))
-    assert said == "" and {"agents_room.hook", "_sqlite3", "_json"} <= modules
+    assert said == "" and {"agents_room.harnesses.hook", "_sqlite3", "_json"} <= modules
     # The store's own rules of where it is and of news, not copies of them: their two
-    # stdlib-only modules, loaded alone (agents_room/hook_store.py).
+    # stdlib-only modules, loaded alone (agents_room/harnesses/hook_store.py).
     assert {"agents_room.store.engines", "agents_room.store.delivery"} <= modules
     costly = {"site", "re", "json", "sqlite3", "datetime", "argparse", "typing", "dataclasses", "pathlib", "enum",
               "agents_room.cli", "agents_room.store"}
@@ -258,7 +258,7 @@ def test_after_the_news_path_the_whole_store_still_imports() -> None:
     """The news path loads the store's database and hook rules without the package, then
     forgets them: importing the store afterwards gives the real package, whole (its modules
     reachable as attributes), nothing half-made."""
-    code = ("import sys; sys.path.append(sys.argv[1]); from agents_room import hook_news; "
+    code = ("import sys; sys.path.append(sys.argv[1]); from agents_room.harnesses import hook_news; "
             "opening, news = hook_news.news_modules(); assert callable(opening.open_database) and news.hook_event; "
             "assert not [m for m in sys.modules if m.startswith('agents_room.store')]; "
             "import agents_room.store.wake; import agents_room.store as s; "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.identity import default_harness_key, detect_harness, for_http, for_stdio, project_dir
+from agents_room.harnesses.identity import default_harness_key, detect_harness, for_http, for_stdio, project_dir
 
 KEY = "2B50133E-0D6C-4C4E-9A37-3F0E5D1B7A10"
 

@@ -46,7 +46,7 @@ def loaded_after(statement: str) -> set[str]:
 def test_importing_the_store_loads_no_adapter() -> None:
     loaded = loaded_after("import agents_room.store")
     assert not {m for m in loaded if m.split(".")[0] in {"mcp", "mcp_types", "sim", "pydantic"}}
-    assert not {m for m in loaded if m.startswith(("agents_room.server", "agents_room.cli", "agents_room.identity"))}
+    assert not {m for m in loaded if m.startswith(("agents_room.server", "agents_room.cli", "agents_room.harnesses"))}
 
 
 def test_importing_the_cli_does_not_load_mcp() -> None:

@@ -104,7 +104,7 @@ def test_inbox_reads_and_acks_what_agents_sent_the_person(room: Store, location:
 def test_the_hook_tells_an_agent_the_mail_is_from_a_person(room: Store, location: str, repo: Path) -> None:
     """The installed hook (a real process) announces a person's message as a person's, and an
     agent's as an agent's."""
-    from agents_room.install import hook_command
+    from agents_room.harnesses.install import hook_command
 
     key = str(uuid.uuid4())
     agent = room.room_join(cwd=str(repo), pid=None, label="alice", harness="claude-code", harness_key=key).session_id

@@ -14,7 +14,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from agents_room.identity import Identity
+from agents_room.harnesses.identity import Identity
 from agents_room.server import INSTRUCTIONS, build_server
 from agents_room.store import ERROR_CODES
 

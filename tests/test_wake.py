@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import RETRY_WINDOW_S, Clock, Pending, Session, Store
-from agents_room.wake import (
+from agents_room.harnesses.wake import (
     CHANNEL,
     COMMAND,
     RETRY_LOOK_S,

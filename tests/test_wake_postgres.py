@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.hook_wait import waiters_folder
-from agents_room.install import hook_command
+from agents_room.harnesses.hook_wait import waiters_folder
+from agents_room.harnesses.install import hook_command
 from agents_room.store import Pending, Session, Store
-from agents_room.wake import Watcher
+from agents_room.harnesses.wake import Watcher
 
 import shlex
 

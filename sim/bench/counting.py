@@ -77,7 +77,7 @@ def news_in_process(folder: Path, runs: int) -> dict[str, Any]:
     is larger than what counting adds): CPU and wall microseconds, counting on and off in turn."""
     import time
 
-    from agents_room.hook import respond
+    from agents_room.harnesses.hook import respond
     from agents_room.store import Store
 
     repo, db, key, me, peer = _two_sessions(folder)

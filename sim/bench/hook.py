@@ -56,8 +56,8 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, Any]:
 def installed_command(folder: Path) -> str:
     """The ``UserPromptSubmit`` hook command ``agents-room install claude-code`` would write
     (its plan for a project in ``folder``; nothing is written)."""
-    from agents_room.harness_config import plan
-    from agents_room.install import hook_command
+    from agents_room.harnesses.install import hook_command
+    from agents_room.harnesses.registry import plan
 
     [settings] = [c for c in plan("claude-code", "project", folder, folder, serve_command(), hook_command())
                   if c.path.name == "settings.local.json"]  # the hooks: this machine's paths, local settings

@@ -2,7 +2,7 @@
 recomputed from the model's sessions and deliveries and the looks' own arguments.
 
 In a run each agent with a wake lever is its own lever: a ``wake`` op is one look of
-``agents_room.wake.deliver`` for its session, with the retry window it passes (``retry_s``) and
+``agents_room.harnesses.wake.deliver`` for its session, with the retry window it passes (``retry_s``) and
 what the lever answered (``answer``; the signals and whether each was accepted in its result).
 The cross-check gives each ``offered`` / ``accepted`` move and ``wake`` retry event the look
 around it (``sim/check/crosscheck.py``).

@@ -193,10 +193,10 @@ class DirectDriver:
             calls.count(f, session_id, outcome, began, time.monotonic())
 
     def _wake(self, args: dict[str, Any]) -> dict[str, Any]:
-        """The agent's wake lever looks once: ``agents_room.wake.deliver`` for its session, as a
+        """The agent's wake lever looks once: ``agents_room.harnesses.wake.deliver`` for its session, as a
         server's watcher runs it, with a lever that answers as told. Several transactions: an
         error part way may leave some of them done, so its outcome is ``info``."""
-        from agents_room.wake import deliver
+        from agents_room.harnesses.wake import deliver
 
         lever = ScriptedLever(ANSWERS[args["answer"]])
         try:
@@ -221,7 +221,7 @@ ANSWERS: dict[str, bool | None] = {"accept": True, "unknown": None, "refuse": Fa
 @dataclass(frozen=True)
 class ScriptedLever:
     """A wake lever that signals nothing real and answers as scripted: ``True`` the harness
-    took the signal, ``None`` it cannot say, ``False`` it refused (``agents_room.wake.WakeLever``)."""
+    took the signal, ``None`` it cannot say, ``False`` it refused (``agents_room.harnesses.wake.WakeLever``)."""
 
     answer: bool | None
     name: str = SIM_LEVER
@@ -335,10 +335,10 @@ async def _http_client(url: str, token: str, timeout_s: float) -> Any:
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    from agents_room.identity import HOST_HEADER, PID_HEADER
+    from agents_room.harnesses.identity import HOST_HEADER, PID_HEADER
 
     # The agent's process and host, so that a prune on its host can prove it gone once it is
-    # killed (agents_room/identity.py): a shared server cannot learn them otherwise.
+    # killed (agents_room/harnesses/identity.py): a shared server cannot learn them otherwise.
     headers = {"Authorization": f"Bearer {token}", PID_HEADER: str(os.getpid())}
     if os.environ.get("AGENTS_ROOM_HOST_ID"):
         headers[HOST_HEADER] = os.environ["AGENTS_ROOM_HOST_ID"]

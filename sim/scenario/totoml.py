@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents_room.toml_lines import toml_value
+from agents_room.harnesses.toml_lines import toml_value
 
 from .fitted import fitted_to_toml
 

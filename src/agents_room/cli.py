@@ -15,7 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, guard_install, hook, install, person
+from . import __version__, guard_install, person
+from .harnesses import hook, install
 from .parser import Parser, not_empty, seconds
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ def _print_json(value: Any) -> None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    from . import identity
+    from .harnesses import identity
 
     token = os.environ.get("AGENTS_ROOM_TOKEN") or None
     address = None
@@ -82,7 +83,7 @@ def serve(args: argparse.Namespace) -> int:
     store = open_store_or_wait(args)
     from .server import build_server
 
-    from . import wake
+    from .harnesses import wake
 
     who = identity.for_http() if address else identity.for_stdio()
     # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
@@ -98,7 +99,7 @@ def serve(args: argparse.Namespace) -> int:
         elif lever == wake.CHANNEL:
             import anyio
 
-            from . import channel
+            from .harnesses import channel
 
             anyio.run(channel.serve_stdio, server)
         else:

@@ -24,8 +24,8 @@ import os
 import sys
 import time
 
-from .hook import _ancestors, _keys
-from .hook_store import store_modules
+from .harnesses.hook import _ancestors, _keys
+from .harnesses.hook_store import store_modules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

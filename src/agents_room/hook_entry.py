@@ -1,5 +1,5 @@
 """The hook command ``agents-room install`` writes: ``<python> -I -S <this file> [hook flags]``,
-the same command as ``agents-room hook`` (agents_room.hook), started as cheaply as Python starts.
+the same command as ``agents-room hook`` (agents_room.harnesses.hook), started as cheaply as Python starts.
 
 A harness runs it on every event, so the interpreter's start-up is most of its cost. ``-S``
 skips ``site``: the scan of site-packages and its ``.pth`` files (an editable install's import
@@ -15,6 +15,6 @@ import sys
 
 if __name__ == "__main__":
     sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from agents_room.hook import main
+    from agents_room.harnesses.hook import main
 
     sys.exit(main())

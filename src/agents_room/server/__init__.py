@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPError
 
 from .. import __version__
-from ..identity import Identity, for_stdio
+from ..harnesses.identity import Identity, for_stdio
 from ..store import Clock, InvalidArgument, Store
 from . import tools
 from .tools import State

@@ -2,7 +2,7 @@
 
 Each agent passes its own session_id, so one process can serve many. What a stdio server
 learns from its environment (the agent's folder, process, harness and key) is unknown here:
-see :func:`agents_room.identity.for_http`.
+see :func:`agents_room.harnesses.identity.for_http`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BeforeValidator, Field
 
-from ..identity import Identity, agent_process
+from ..harnesses.identity import Identity, agent_process
 from ..store import Store
 from ..store.jsontext import compact_json
 

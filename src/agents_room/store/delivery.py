@@ -17,7 +17,7 @@ def news_sql(fresh: str = "") -> str:
     """A condition on a delivery ``d``: a hook has something to do for its recipient, mail not
     announced yet (``fresh``: a further condition on that mail, such as its message's expiry)
     or an offer a turn now confirms. :mod:`.news` asks it of one session; the hook's lean
-    probe (agents_room/hook.py) of its candidates, without ``fresh``: a superset, so its "no"
+    probe (agents_room/harnesses/hook.py) of its candidates, without ``fresh``: a superset, so its "no"
     is sure."""
     return f"((d.announced = 0 AND d.state IN {UNREAD_SQL}{fresh}) OR d.state = 'offered')"
 

@@ -15,7 +15,7 @@ Refused, as ``StoreError``: a relative path (every agent's server would resolve 
 own working directory, splitting the room without a word); a URL of any other scheme.
 
 Stdlib only, and nothing heavier than ``os``: the hook's quiet path resolves its store here
-(agents_room/hook.py), and the engines are imported only by :func:`open_database`.
+(agents_room/harnesses/hook.py), and the engines are imported only by :func:`open_database`.
 """
 
 from __future__ import annotations

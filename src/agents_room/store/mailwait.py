@@ -1,4 +1,4 @@
-"""Waiting for a session's mail: what the wake watchers (agents_room/wake.py, the Claude Code
+"""Waiting for a session's mail: what the wake watchers (agents_room/harnesses/wake.py, the Claude Code
 channel) and ``agents-room hook --wait`` block on between their looks at the store.
 
 ``waiter.watch(session_id)`` names the session; ``waiter.wait(timeout)`` returns True as soon

@@ -4,7 +4,7 @@ offers a turn confirms), in the words a hook says.
 
 :mod:`.wake` makes the store's records (``sessions.Session``, ``wake.Pending``) of these
 rows for the store's API; this module defines none, so the hook's news path
-(agents_room/hook_news.py) runs the same rules without importing ``dataclasses`` (with
+(agents_room/harnesses/hook_news.py) runs the same rules without importing ``dataclasses`` (with
 ``inspect``) and building the store's records, which cost that path more than its queries.
 """
 

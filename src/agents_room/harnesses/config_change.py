@@ -1,14 +1,21 @@
 """What every harness's part of ``agents-room install`` shares: the :class:`Change` to make to
-one file, the store location to write, who a file is for, and how our server entry is known.
-Nothing here writes a file."""
+one file, the store location to write, who a file is for, and how our server entry and our
+hooks are known. Nothing here writes a file."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 SERVER = "room"
+# Every hook a harness runs for us gets this long (seconds) before the harness gives up on it.
+HOOK_TIMEOUT_S = 10
+# Our hook commands, as this version writes them and as earlier ones did: the hook entry kept
+# at ``agents_room/hook_entry.py`` (earlier installs wrote that path into users' files), or
+# ``agents-room hook``.
+HOOK_MARK = re.compile(r"[/\\]agents_room[/\\]hook_entry\.py\b|(^|[/\s'])agents-room'?\s+hook\b")
 
 # Who a file is for, as install's output says it.
 SHARED = "shared: commit it; it works on any machine where agents-room is on PATH"
@@ -55,3 +62,21 @@ def read_text(path: Path) -> str | None:
 def is_ours(entry: Any) -> bool:
     """An MCP server entry that runs agents-room (by whatever path)."""
     return isinstance(entry, dict) and Path(str(entry.get("command", ""))).name == "agents-room"
+
+
+def marked(hook: Any) -> bool:
+    """A hook entry whose command is ours (:data:`HOOK_MARK`)."""
+    return isinstance(hook, dict) and bool(HOOK_MARK.search(str(hook.get("command", ""))))
+
+
+def shown_store(value: str) -> str:
+    """The store as install's output and errors show it (a URL's password hidden)."""
+    from ..store.location import redact
+
+    return redact(value)
+
+
+# After installing a project file that runs ``agents-room`` by name, when that name on PATH is
+# not this installation.
+PORTABLE_NOTE = ("note: the project file runs `agents-room` by name, and that is not this installation on PATH "
+                 "here: put it on PATH (README), or install with --scope user")

@@ -1,4 +1,4 @@
-"""Codex's part of ``agents-room install``: ``[mcp_servers.room]`` in ``~/.codex/config.toml``.
+"""Codex: what ``agents-room install codex`` writes: ``[mcp_servers.room]`` in ``~/.codex/config.toml``.
 
 The standard library reads TOML but does not write it, so the file is edited by lines: the keys
 install owns are set in place, every other byte stays as it was, and the result is read back
@@ -25,8 +25,23 @@ VARIABLE = "AGENTS_ROOM_DB"
 STARTUP_TIMEOUT_S = 30  # the first start imports the MCP SDK (seconds); Codex's default is 10
 TABLE = f"mcp_servers.{SERVER}"
 
+NAME = "codex"
+SCOPE = "user"
+CHANNEL = False
 
-def codex(scope: str, home: Path, exe: str, store: Store | None = None) -> list[Change]:
+
+def by_name(scope: str) -> bool:
+    """Codex's file is this machine's own, read by a harness that may start without this
+    shell's PATH: the server entry gets the absolute path."""
+    return False
+
+
+def notes(scope: str, *, dry_run: bool, on_path: bool) -> list[str]:
+    return []
+
+
+def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bool = False,
+         store: Store | None = None) -> list[Change]:
     """The change to ``~/.codex/config.toml``. InstallError (one line, the file untouched) for
     another scope, a file that is not TOML, a ``room`` server that is not ours, and a file
     whose ``mcp_servers`` is written inline (``mcp_servers = { ... }``: a table cannot be

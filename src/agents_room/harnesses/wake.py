@@ -18,7 +18,7 @@ Levers here:
   with no other way in; exit 0 means accepted.
 - :class:`StopHookLever`: Claude Code's ``asyncRewake`` Stop hook (``agents-room hook
   --wait``): the waiting hook prints the facts on stderr and exits 2.
-- the Claude Code channel: :mod:`agents_room.channel` (it needs the MCP connection).
+- the Claude Code channel: :mod:`agents_room.harnesses.channel` (it needs the MCP connection).
 
 Which lever a server process records comes from its environment: :func:`lever_name`.
 """
@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any, Protocol
 
-from .store import RETRY_WINDOW_S, Pending, Session, Store
-from .store.mailwait import MailWaiter
-from .store.wake import describe
+from ..store import RETRY_WINDOW_S, Pending, Session, Store
+from ..store.mailwait import MailWaiter
+from ..store.wake import describe
 
 CHANNEL = "claude-channel"
 COMMAND = "command"

@@ -129,8 +129,8 @@ _PID_MAX = 1 << 22  # the kernel's largest pid_max
 def agent_process(headers: Mapping[str, str] | None) -> tuple[int | None, str | None]:
     """The (pid, host) an HTTP request's headers state, each None when not sent. Raises
     ``InvalidArgument`` naming the header for a malformed value."""
-    from .store import InvalidArgument
-    from .store.hosts import checked_host
+    from ..store import InvalidArgument
+    from ..store.hosts import checked_host
 
     if not headers:
         return None, None

@@ -1,7 +1,7 @@
 """``agents-room hook --wait``: the Stop-hook wake lever (Claude Code's ``asyncRewake``). It
 waits until mail for a session at ``wake`` arrives, prints the facts on stderr and exits 2,
 which starts a turn in the idle chat; it exits 0 at its timeout. The rest of the hook, and
-what it prints, is agents_room/hook.py."""
+what it prints, is agents_room/harnesses/hook.py."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ def wait(keys: list[str], pids: list[int], path: str, *, lean: bool, timeout: fl
     the same session took over. When the session recorded another lever (the channel), only
     its retries are ours. Between looks it blocks on the store's mail waiter: told at the
     sender's commit on PostgreSQL, a look at the newest seq every ``poll`` on SQLite.
-    ``keys``, ``pids``: the session's harness keys and the hook's ancestors (agents_room/hook.py);
+    ``keys``, ``pids``: the session's harness keys and the hook's ancestors (agents_room/harnesses/hook.py);
     ``lean``: ``path`` is a SQLite file (none there: no session to wait for)."""
+    from agents_room.harnesses.wake import RETRY_LOOK_S, StopHookLever, deliver
     from agents_room.store import Store
-    from agents_room.wake import RETRY_LOOK_S, StopHookLever, deliver
 
     deadline = time.monotonic() + timeout
     if lean and not os.path.exists(path):

@@ -41,8 +41,8 @@ from mcp.server.runner import serve_connection
 from mcp.server.stdio import stdio_server
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
-from .store import Pending, Session
-from .store.wake import describe
+from ..store import Pending, Session
+from ..store.wake import describe
 from .wake import CHANNEL, POLL_S, Watcher, session_finder
 
 CAPABILITY = "claude/channel"

@@ -33,7 +33,7 @@ def store_modules(*names: str) -> list[Any]:
     if PACKAGE in sys.modules:
         return [__import__(f"{PACKAGE}.{name}", fromlist=["_"]) for name in names]
     bare = type(sys)(PACKAGE)  # types.ModuleType, without importing types
-    bare.__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "store")]
+    bare.__path__ = [os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "store")]
     bare.__package__ = PACKAGE
     before = set(sys.modules)
     sys.modules[PACKAGE] = bare

@@ -1,6 +1,6 @@
 """``agents-room install claude-code|codex|cursor``: write the harness's MCP server entry and
-hooks, merged into what is there (the rules: :mod:`agents_room.harness_config`). It prints
-what it changed, "unchanged" for files it left alone, and with ``--dry-run`` the diff only.
+hooks, merged into what is there (each harness's module says what it writes:
+:mod:`.registry`; the merge rules: :mod:`.json_files`, :mod:`.codex`). It prints what it changed, "unchanged" for files it left alone, and with ``--dry-run`` the diff only.
 
 Only the parser is built at import: ``agents-room hook`` runs on every harness event and
 builds the same command line, so this module imports nothing it does not need for that.
@@ -13,10 +13,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from .parser import not_empty
+from ..parser import not_empty
+from .registry import HARNESSES
 
 if TYPE_CHECKING:
-    from .harness_config import Change, Store
+    from .config_change import Change, Store
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -28,7 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "~/.codex/config.toml. Gemini CLI: .gemini/settings.json (or ~/.gemini/settings.json). Cursor: "
         ".cursor/mcp.json and .cursor/hooks.json (or under ~/.cursor).",
     )
-    p.add_argument("harness", choices=["claude-code", "codex", "gemini", "cursor"])
+    p.add_argument("harness", choices=list(HARNESSES))
     p.add_argument("--scope", choices=["project", "user"], help="default: project (user for codex)")
     p.add_argument("--dry-run", action="store_true", help="print the changes as a diff; write nothing")
     p.add_argument("--dir", metavar="PATH", type=folder, help="the project folder (default: the current folder)")
@@ -55,25 +56,19 @@ def folder(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .harness_config import InstallError, plan
+    from .config_change import InstallError
+    from .registry import harness, plan
 
+    module = harness(args.harness)
+    scope = args.scope or module.SCOPE
     try:
-        changes = plan(args.harness, args.scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command, by_name=_by_name(args)), hook_command(),
-                       channel=args.channel, store=store_setting(getattr(args, "db", None)))
+        changes = plan(args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
+                       Path(os.path.expanduser("~")), executable(args.command, by_name=module.by_name(scope)),
+                       hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
-        portable = args.harness in ("gemini", "cursor") and (args.scope or "project") == "project"
-        if portable and not args.command and executable(None) != "agents-room":
-            print("note: the project file runs `agents-room` by name, and that is not this installation on PATH here: "
-                  "put it on PATH (README), or install with --scope user")
-        if args.harness == "gemini" and not args.dry_run:
-            print("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
-                  "asks (or list it in ~/.gemini/trustedFolders.json).")
-        if args.harness == "claude-code" and (args.scope or "project") == "project":
-            print("Claude Code runs a project's MCP servers once they are approved: install approved 'room' on this "
-                  "machine (.claude/settings.local.json), unless you had turned it down there. A teammate with "
-                  "agents-room on PATH gets the server from .mcp.json as committed, and runs `agents-room install "
-                  "claude-code` once for the hooks and the approval.")
+        on_path = bool(args.command) or executable(None) == "agents-room"
+        for note in module.notes(scope, dry_run=args.dry_run, on_path=on_path):
+            print(note)
     except InstallError as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
@@ -94,9 +89,9 @@ def store_setting(given: str | None) -> Store | None:
     teammate's machine); any other path, or a URL, as it is, machine-specific."""
     from pathlib import Path
 
-    from .harness_config import InstallError, Store
-    from .store import StoreError
-    from .store.location import SQLITE, default_sqlite_path, resolve
+    from ..store import StoreError
+    from ..store.location import SQLITE, default_sqlite_path, resolve
+    from .config_change import InstallError, Store
 
     try:
         location = resolve(given, source="--db") if given else resolve()
@@ -110,13 +105,6 @@ def store_setting(given: str | None) -> Store | None:
         return Store(f"~/{location.path.relative_to(Path.home())}", portable=True)
     except ValueError:
         return Store(location.target, portable=False)
-
-
-def _by_name(args: argparse.Namespace) -> bool:
-    """May the server entry run ``agents-room`` by name? Codex's file and Gemini CLI's user
-    settings are this machine's own, read by a harness that may start without this shell's
-    PATH: they get the absolute path."""
-    return not (args.harness == "codex" or (args.harness == "gemini" and args.scope == "user"))
 
 
 def executable(given: str | None, *, by_name: bool = True) -> str:
@@ -139,11 +127,12 @@ def executable(given: str | None, *, by_name: bool = True) -> str:
 
 def hook_command() -> str:
     """The hook command for the harness's shell: this installation's interpreter, without
-    ``site``, on its hook entry (hook_entry.py says why), so each hook event costs little more
-    than the interpreter's bare start. It does the same as ``agents-room hook``."""
+    ``site``, on its hook entry (agents_room/hook_entry.py says why), so each hook event costs little more
+    than the interpreter's bare start. It does the same as ``agents-room hook``. The entry stays
+    at ``agents_room/hook_entry.py``, the path earlier installs wrote into users' settings."""
     import shlex
 
-    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hook_entry.py")
+    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hook_entry.py")
     return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)}"
 
 

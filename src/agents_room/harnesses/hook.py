@@ -11,7 +11,7 @@ yet; nothing when there is nothing new. It follows the session's autonomy:
   (``{"decision": "block", "reason": ...}``), unless ``stop_hook_active`` says this Stop is
   already a continuation (so it cannot loop); ``hold`` never blocks a Stop.
 
-``--wait`` is the Stop-hook wake lever (Claude Code's ``asyncRewake``, agents_room/hook_wait.py):
+``--wait`` is the Stop-hook wake lever (Claude Code's ``asyncRewake``, agents_room/harnesses/hook_wait.py):
 it waits until mail for a session at ``wake`` arrives, prints the facts on stderr and exits 2,
 which starts a turn in the idle chat; it exits 0 at its timeout.
 
@@ -19,7 +19,7 @@ A hook must never break the harness: any failure exits 0 with one line on stderr
 every event, so it must be cheap: the common answer ("nothing new") comes from one read-only
 probe over SQLite without importing the store's package (whose import costs more than the
 rest of the hook), by the store's own rules of where the store is (store/engines.py) and
-what is news (store/delivery.py), loaded alone (agents_room/hook_store.py); only when the
+what is news (store/delivery.py), loaded alone (agents_room/harnesses/hook_store.py); only when the
 probe finds something does the store do the real work, by its own rules (store/news.py).
 Never ``mcp``.
 
@@ -65,7 +65,7 @@ def seconds(text: str) -> float:
 
 
 # The hook's flags, declared once as argparse arguments: ``agents-room hook`` adds them to its
-# subcommand, and the installed hook command (hook_entry.py → main) reads them by hand.
+# subcommand, and the installed hook command (agents_room/hook_entry.py → main) reads them by hand.
 FLAGS: dict[str, dict[str, Any]] = {
     "--event": {"help": "the hook event (default: hook_event_name from stdin)"},
     "--format": {"choices": ["claude", "cursor"], "default": "claude",
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     if args is None:  # help, a mistake, an abbreviation: argparse says it as the CLI would
-        from .parser import Parser
+        from ..parser import Parser
 
         parser = Parser(prog="agents-room")
         add_parser(parser.add_subparsers(dest="command", required=True))
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace | Args) -> int:
         lean = engine == engines.SQLITE  # a file this process can probe, with the C module alone
         if not lean and sys.flags.no_site:
             # A server's store needs its driver from site-packages, which the installed
-            # command's ``-S`` start skipped (hook_entry.py): add them now, as site would have.
+            # command's ``-S`` start skipped (agents_room/hook_entry.py): add them now, as site would have.
             import site
 
             site.main()

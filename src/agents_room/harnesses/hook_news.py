@@ -1,4 +1,4 @@
-"""The hook's answer when its probe found news (``agents_room.hook.respond``): the store's
+"""The hook's answer when its probe found news (``agents_room.harnesses.hook.respond``): the store's
 own hook rules (``store.news``) on the store's database, loaded without the rest of the store.
 Imported only on that path; the quiet path never loads this module."""
 
@@ -52,7 +52,7 @@ def answer(data: dict[str, Any], event: str, db: Any, rules: Any, keys: list[str
 def news_modules() -> tuple[Any, Any]:
     """The store's modules the news path runs on (``store.sqlite.opening``: opening the database,
     with its transactions and the admission queue; ``store.news``: the hook's rules on rows),
-    without the package's ``__init__`` (agents_room/hook_store.py). None of the modules loaded
+    without the package's ``__init__`` (agents_room/harnesses/hook_store.py). None of the modules loaded
     defines a record (a dataclass): the import of ``dataclasses`` (with ``inspect``) and the
     building of each record's class cost more than the path's queries."""
     opening, news = store_modules("sqlite.opening", "news")

@@ -1,0 +1,71 @@
+"""Gemini CLI: what ``agents-room install gemini`` writes, and how its agent is woken.
+
+``mcpServers.room`` and the hooks in ``.gemini/settings.json`` (or ``~/.gemini/settings.json``
+with ``--scope user``). AfterAgent is its wake lever mid-turn: it blocks the end of a turn
+with the unread mail as the reason, as Claude Code's Stop hook does. Gemini CLI has no lever
+for an idle session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .config_change import HOOK_TIMEOUT_S, PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, shown_store
+from .json_files import both, event_hooks_edit, json_change, server_edit
+
+NAME = "gemini"
+SCOPE = "project"
+CHANNEL = False
+
+
+def by_name(scope: str) -> bool:
+    """The project's settings are committed (``agents-room`` by name); the user settings are this
+    machine's own, read by a harness that may start without this shell's PATH."""
+    return scope != "user"
+
+
+def notes(scope: str, *, dry_run: bool, on_path: bool) -> list[str]:
+    said = []
+    if scope == "project" and not on_path:
+        said.append(PORTABLE_NOTE)
+    if not dry_run:
+        said.append("Gemini CLI runs a project's MCP servers and hooks only in a trusted folder: trust it when gemini "
+                    "asks (or list it in ~/.gemini/trustedFolders.json).")
+    return said
+
+
+GEMINI_HOOK_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts hook timeouts in milliseconds
+GEMINI_TIMEOUT_MS = 60_000
+# Gemini CLI's events and the Claude Code ones they match (hook_news.py answers both): the facts
+# ride SessionStart, BeforeAgent (a prompt) and AfterTool as additionalContext; AfterAgent is
+# the end of a turn, where {"decision": "block", "reason": ...} sends the reason as the next
+# prompt, as Claude Code's Stop does (and stop_hook_active marks the repeat).
+GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
+
+
+def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bool = False,
+         store: Store | None = None) -> list[Change]:
+    """``mcpServers.room`` and the hooks in Gemini CLI's ``settings.json``: the project's
+    ``.gemini/settings.json`` (committed, and Gemini CLI has no local form of it: portable
+    commands, like Cursor's), or ``~/.gemini/settings.json`` with ``--scope user`` (this
+    installation's paths and the fast hook command). InstallError for a machine-specific store
+    in a project."""
+    import shlex
+
+    path = (root if scope == "project" else home) / ".gemini" / "settings.json"
+    if scope == "project":
+        if store and not store.portable:
+            raise InstallError(
+                f"the store {shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
+                ".gemini/settings.json is committed: install with --scope user, or use a store under ~")
+        exe, hook = "agents-room", "agents-room hook"
+    # `timeout` (ms) bounds a request, and the connection `gemini mcp list` waits for: 5 s without
+    # it, less than the server's first start (it imports the MCP SDK) on a busy machine.
+    entry: dict[str, Any] = {"command": exe, "args": ["serve"], "timeout": GEMINI_TIMEOUT_MS}
+    if store:
+        entry["env"] = {"AGENTS_ROOM_DB": store.value}
+        hook = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}"  # the hooks' own environment is Gemini's
+    ours = [{"type": "command", "name": "agents-room", "command": hook, "timeout": GEMINI_HOOK_TIMEOUT_MS}]
+    edit = both(server_edit(path, entry), event_hooks_edit(path, {event: ours for event in GEMINI_EVENTS}))
+    return [json_change(path, edit, SHARED if scope == "project" else USER)]
