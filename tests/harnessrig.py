@@ -1,0 +1,167 @@
+"""What the wake-lever tests share: a scripted model, real harness CLIs set up in scratch HOMEs
+against one store, a person or a peer agent to send mail, and what the store says of it.
+
+    rig.agent("claude-code", "alice", policy)   # (ScriptedAgent, Launch): installed, pointed at the model
+    rig.turn(launch, "work")                    # a headless turn (ended at teardown if still running)
+    rig.terminal(launch)                        # an interactive session in tmux (ended at teardown)
+    rig.send(launch, session_id, subject)       # a person's ``agents-room send``: (message id, answered at)
+    rig.peer_send(session_id, subject)          # another agent's msg_send, in this process
+    rig.delivery(session_id, message_id)        # (state, announced) in the store
+
+Every CLI's traffic beyond the model goes to a refusing proxy on loopback (tests/egress.py).
+Teardown ends every process a test started and fails the test if one survives.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from egress import Egress
+from harnesscli import binary, git_project, scratch_home
+from terminal import Terminal
+
+from agents_room.store import Store
+from sim.harness.clis import Launch, prepare
+from sim.harness.model import ScriptedAgent, ScriptedModel
+from sim.harness.process import Turn
+from sim.harness.script import Script
+
+AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# harness -> the name tests/harnesscli.py knows its CLI by
+CLI_NAMES = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
+
+
+class Rig:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.store = root / "store" / "room.db"
+        self.store.parent.mkdir()
+        self.model = ScriptedModel()
+        self.egress = Egress()
+        self.turns: list[Turn] = []
+        self.terminals: list[Terminal] = []
+        self._peer: tuple[Store, str] | None = None
+
+    def agent(self, harness: str, name: str, script: Script, *, channel: bool = False,
+              hook_entry: str | None = None) -> tuple[ScriptedAgent, Launch]:
+        """``name``'s model (``script``) and its CLI, installed in a project of its own.
+        ``hook_entry``: run the hooks from this copy of ``hook_entry.py`` instead (a mutant)."""
+        cli = binary(CLI_NAMES[harness])
+        agent = self.model.agent(name, script)
+        # One HOME for the rig's agents, the store in it: a project's committed settings
+        # (Gemini CLI's) may name only a store under the home folder.
+        home = self.root
+        project = git_project(home / name)
+        launch = prepare(harness, cli, home, project, str(self.store), agent.url, name=name, channel=channel)
+        launch.env |= self.egress.env()
+        if hook_entry:
+            self.rewrite_hooks(launch, hook_entry)
+        return agent, launch
+
+    def rewrite_hooks(self, launch: Launch, hook_entry: str) -> None:
+        """Point every hook command install wrote at ``hook_entry``."""
+        shipped = str(Path(__import__("agents_room").__file__).parent / "hook_entry.py")
+        files = [launch.project / ".claude" / "settings.local.json", launch.home / ".gemini" / "settings.json",
+                 launch.project / ".gemini" / "settings.json", launch.home / ".codex" / "hooks.json",
+                 launch.home / ".codex" / "config.toml"]
+        changed = 0
+        for path in files:
+            if path.exists() and shipped in path.read_text():
+                path.write_text(path.read_text().replace(shipped, hook_entry))
+                changed += 1
+        assert changed, f"{launch.name}: no hook command naming {shipped} in {[str(f) for f in files]}"
+
+    def turn(self, launch: Launch, prompt: str) -> Turn:
+        turn = launch.start_turn(prompt)
+        self.turns.append(turn)
+        return turn
+
+    def terminal(self, launch: Launch, *, extra: list[str] = (), env: dict[str, str] | None = None) -> Terminal:
+        term = Terminal.start(launch.name, [*launch.session_argv(), *extra], cwd=launch.project,
+                              env={**launch.env, "TERM": "xterm-256color", **(env or {})})
+        self.terminals.append(term)
+        return term
+
+    def send(self, launch: Launch, to: str, subject: str, body: str = "") -> tuple[int, float]:
+        """A person's ``agents-room send`` from ``launch``'s project: the message id, and when
+        the command answered (time.time())."""
+        done = subprocess.run([AGENTS_ROOM, "send", "--json", to, subject, body], capture_output=True, text=True,
+                              timeout=60, cwd=launch.project, env=launch.env)
+        answered = time.time()
+        assert done.returncode == 0, f"agents-room send: {done.stderr}"
+        import json
+
+        return int(json.loads(done.stdout)["message_id"]), answered
+
+    def peer_send(self, to: str, subject: str, body: str = "") -> tuple[int, float]:
+        """Another agent's msg_send (a session of this test process): the message id, and when
+        msg_send answered (time.time())."""
+        if self._peer is None:
+            store = Store.open(self.store)
+            joined = store.room_join(cwd=str(self.root), pid=os.getpid(), label="peer")
+            self._peer = (store, joined.session_id)
+        store, me = self._peer
+        sent = store.msg_send(me, to, subject, body)
+        return sent.message_id, time.time()
+
+    def delivery(self, recipient: str, message_id: int) -> tuple[str, bool]:
+        """The delivery's state and whether a hook or lever announced it, read from the file."""
+        conn = sqlite3.connect(f"file:{self.store}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT state, announced FROM deliveries WHERE recipient = ? AND message_id = ?",
+                               (recipient, message_id)).fetchone()
+        finally:
+            conn.close()
+        assert row is not None, f"no delivery of message {message_id} to {recipient}"
+        return row[0], bool(row[1])
+
+    def wait_delivery(self, recipient: str, message_id: int, states: tuple[str, ...], *, timeout: float = 30.0
+                      ) -> str:
+        """The delivery's state once it is one of ``states`` (polled with a deadline)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state, _ = self.delivery(recipient, message_id)
+            if state in states:
+                return state
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"message {message_id} to {recipient}: still {state!r} after {timeout:g} s, "
+                                     f"not one of {states}")
+            time.sleep(0.1)
+
+    def close(self) -> list[str]:
+        """End everything; what survived, as lines naming it."""
+        left = []
+        for term in self.terminals:
+            left += [f"{term.name}: pid {pid} outlived its session" for pid in term.close()]
+        for turn in self.turns:
+            turn.stop()
+        if self._peer:
+            self._peer[0].close()
+        self.model.close()
+        self.egress.close()
+        return left
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    root = scratch_home()
+    made = Rig(root)
+    try:
+        yield made
+    finally:
+        left = made.close()
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, "; ".join(left)
+
+
+def joined_session(agent: ScriptedAgent, request_index: int = 1) -> str:
+    """The session id room_join answered, from the request that brought its result back."""
+    return agent.requests[request_index].result_of("room_join").data()["session_id"]
