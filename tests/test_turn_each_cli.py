@@ -17,7 +17,7 @@ from harnesscli import binary, git_project, scratch_home
 
 from agents_room.store import Store
 from sim.harness.clis import prepare
-from sim.harness.process import descendants
+from sim.harness.process import alive, descendants
 from sim.harness.script import Request, Say, ToolCall
 from sim.harness.model import ScriptedModel
 
@@ -84,4 +84,4 @@ def test_one_turn_joins_claims_sends_and_receives(harness: str, home: Path) -> N
         [mine] = store.msg_recv(peer).messages
     assert (mine.id, mine.body) == (sent["message_id"], f"from {harness}")
     assert "from the peer" in agent.requests[4].text()
-    assert descendants(turn.proc.pid) == [] and not os.path.exists(f"/proc/{turn.proc.pid}")
+    assert descendants(turn.proc.pid) == [] and not alive(turn.proc.pid)

@@ -113,14 +113,21 @@ def base_env(home: Path, agents_room: str) -> dict[str, str]:
 
 
 def prepare(harness: Harness, binary: str, home: Path, project: Path, store: str, model_url: str, *,
-            name: str = "", agents_room: str | None = None, channel: bool = False) -> Launch:
+            name: str = "", agents_room: str | None = None, channel: bool = False,
+            scope: Literal["project", "user"] | None = None) -> Launch:
     """Install agents-room for ``harness`` in ``project`` (store ``store``) and point the CLI
-    at ``model_url``; RuntimeError with the installer's words if it fails."""
+    at ``model_url``; RuntimeError with the installer's words if it fails. ``scope``: where
+    the install writes; by default the project's files when the store is under ``home``, else
+    the user's (a project's committed files may not name a machine's store; agents that share
+    a store outside their HOMEs, and maybe a project folder, each keep their own settings)."""
     if harness not in CLIS:
         raise ValueError(f"harness must be one of {sorted(CLIS)}, got {harness!r}")
+    if scope is None:  # Codex reads its servers from the user's config only
+        scope = "project" if harness != "codex" and Path(store).is_relative_to(home) else "user"
     agents_room = agents_room or agents_room_command()
     env = {**base_env(home, agents_room), "AGENTS_ROOM_DB": store}
-    install = [agents_room, "install", harness, "--dir", str(project), *(["--channel"] if channel else [])]
+    install = [agents_room, "install", harness, "--dir", str(project), "--scope", scope,
+               *(["--channel"] if channel else [])]
     if harness == "codex":
         _codex_settings(home, project, model_url)  # first: its top-level keys must precede the tables
     done = subprocess.run(install, capture_output=True, text=True, timeout=60, cwd=project, env=env)
@@ -171,9 +178,11 @@ def _codex_require_room(home: Path) -> None:
 def _gemini_settings(home: Path, project: Path, url: str) -> dict[str, str]:
     folder = home / ".gemini"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "settings.json").write_text(json.dumps({
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-        "privacy": {"usageStatisticsEnabled": False}}, indent=2))
+    settings = folder / "settings.json"
+    known = json.loads(settings.read_text()) if settings.exists() else {}  # a user-scope install's
+    known.setdefault("security", {})["auth"] = {"selectedType": "gemini-api-key"}
+    known.setdefault("general", {}).update(disableAutoUpdate=True, disableUpdateNag=True)
+    known.setdefault("privacy", {})["usageStatisticsEnabled"] = False
+    settings.write_text(json.dumps(known, indent=2))
     (folder / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
     return {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": API_KEY}

@@ -10,15 +10,25 @@ import time
 from pathlib import Path
 
 
+def _stat(pid: int | str) -> list[str] | None:
+    """State and parent pid onward of /proc/PID/stat; None if there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def alive(pid: int) -> bool:
+    """A running process: a zombie (killed, its parent gone, not yet reaped) counts as ended."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid`` (from /proc), children first."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
+        if entry.isdigit() and (fields := _stat(entry)) and fields[0] != "Z":
             children.setdefault(int(fields[1]), []).append(int(entry))
     found, todo = [], [pid]
     while todo:
