@@ -1,4 +1,5 @@
-"""Codex: what ``agents-room install codex`` writes: ``[mcp_servers.room]`` in ``~/.codex/config.toml``.
+"""Codex: what ``agents-room install codex`` writes: ``[mcp_servers.room]`` in ``~/.codex/config.toml``,
+and the hooks in ``~/.codex/hooks.json`` with their trust (:mod:`.codex_hooks`).
 
 The standard library reads TOML but does not write it, so the file is edited by lines: the keys
 install owns are set in place, every other byte stays as it was, and the result is read back
@@ -9,6 +10,11 @@ the name ``AGENTS_ROOM_DB`` in ``env_vars``, so Codex passes the caller's own), 
 ``env`` entries, other ``env_vars`` names) are kept. ``env`` is written as the sub-table
 ``[mcp_servers.room.env]``, so a user adds lines to it (``AGENTS_ROOM_WAKE_COMMAND``) without
 declaring the key twice.
+
+Codex's wake lever is its Stop hook, mid-turn: unread mail blocks the end of a turn and its
+reason goes to the model. Nothing wakes an idle Codex but a configured command
+(``AGENTS_ROOM_WAKE_COMMAND``, :class:`.wake.CommandLever`): its hooks run only inside a turn,
+and an ``async`` hook's output waits for the next turn.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from . import codex_hooks
 from .config_change import SERVER, USER, Change, InstallError, Store, is_ours, read_text
 from .toml_lines import Document, toml_value
 
@@ -42,13 +49,21 @@ def notes(scope: str, *, dry_run: bool, on_path: bool) -> list[str]:
 
 def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bool = False,
          store: Store | None = None) -> list[Change]:
-    """The change to ``~/.codex/config.toml``. InstallError (one line, the file untouched) for
-    another scope, a file that is not TOML, a ``room`` server that is not ours, and a file
-    whose ``mcp_servers`` is written inline (``mcp_servers = { ... }``: a table cannot be
-    added to it)."""
+    """The changes to ``~/.codex/config.toml`` and ``~/.codex/hooks.json``. InstallError (one
+    line, the files untouched) for another scope, a file that is not TOML (or JSON), a ``room``
+    server that is not ours, and a file whose ``mcp_servers`` is written inline (``mcp_servers
+    = { ... }``: a table cannot be added to it)."""
     if scope != "user":
         raise InstallError("codex reads MCP servers from ~/.codex/config.toml only: use --scope user")
-    path = home / ".codex" / "config.toml"
+    folder = home / ".codex"
+    hooks = codex_hooks.hooks_change(folder / "hooks.json", hook, store)
+    trust = codex_hooks.trusted(hooks.path, hooks.after)
+    return [_config(folder / "config.toml", exe, store, trust), hooks]
+
+
+def _config(path: Path, exe: str, store: Store | None, trust: dict[str, str]) -> Change:
+    """The change to config.toml: our server's table, and the trust of our hooks (``trust``:
+    key -> hash)."""
     before = read_text(path)
     text = before or ""
     try:
@@ -68,24 +83,30 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
             "write each server as its own [mcp_servers.<name>] table and run install again; it was left as it is")
     wanted, notes = _merged(old or {}, exe, store)
     if old == wanted:
-        return [Change(path, before, text, (), USER)]
-    if old is None:
-        after = doc.append_table(TABLE, {k: v for k, v in wanted.items() if k != "env"},
-                                 {"env": wanted["env"]} if "env" in wanted else {})
+        notes = []
+    elif old is None:
+        doc.append_table(TABLE, {k: v for k, v in wanted.items() if k != "env"},
+                         {"env": wanted["env"]} if "env" in wanted else {})
         notes = [f"MCP server '{SERVER}' added"]
     else:
-        after = _edit(doc, path, old, wanted)
+        _edit(doc, path, old, wanted)
         kept = sorted(set(old) - {"command", "args", "env_vars", "env", "startup_timeout_sec"})
         if kept:
             notes.append("kept " + ", ".join(kept))
+    notes += codex_hooks.trust(doc, path, current, trust)
+    after = doc.text()
+    if after == text:
+        return Change(path, before, text, (), USER)
     try:
         placed = tomllib.loads(after).get("mcp_servers", {}).get(SERVER)
+        trusted = codex_hooks.placed(after, trust)
     except tomllib.TOMLDecodeError:
-        placed = None
-    if placed != wanted:
-        raise InstallError(f"{path}: could not place [{TABLE}] safely (written in a form install does not edit); "
+        placed, trusted = None, False
+    if placed != wanted or not trusted:
+        what = f"[{TABLE}]" if placed != wanted else "the hooks' trust ([hooks.state])"
+        raise InstallError(f"{path}: could not place {what} safely (written in a form install does not edit); "
                            "edit it by hand; it was left as it is")
-    return [Change(path, before, after, tuple(notes), USER)]
+    return Change(path, before, after, tuple(notes), USER)
 
 
 def _merged(old: dict[str, Any], exe: str, store: Store | None) -> tuple[dict[str, Any], list[str]]:

@@ -15,7 +15,11 @@ import tomllib
 from typing import Any
 
 HEADER = re.compile(r"^\s*\[(\[?)\s*([^\[\]]+?)\s*\]\]?\s*(#.*)?$")
-KEY = re.compile(r"^\s*([A-Za-z0-9_\-.\"' ]+?)\s*=")
+# One part of a dotted name: bare, a basic string or a literal string (a path, as Codex's hook
+# state keys are, is quoted and holds dots of its own).
+_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\]|\\.)*"|'[^']*')"""
+KEY = re.compile(rf"^\s*({_PART}(?:\s*\.\s*{_PART})*)\s*=")
+PART = re.compile(rf"\s*({_PART})\s*(?:\.|$)")
 BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -36,12 +40,26 @@ def toml_value(value: Any) -> str:
 
 
 def toml_key(key: str) -> str:
-    return ".".join(part if BARE.match(part) else json.dumps(part) for part in key.split("."))
+    """A dotted name in one form: each part bare when it can be, else a basic string
+    (``mcp_servers . "room"`` and ``mcp_servers.room`` are both ``mcp_servers.room``)."""
+    return ".".join(part if BARE.match(part) else json.dumps(part) for part in _parts(key))
 
 
-def _name(raw: str) -> str:
-    """A table or key name as written (``mcp_servers . "room"``) in one form (``mcp_servers.room``)."""
-    return re.sub(r"\s*\.\s*", ".", raw.strip()).replace('"', "").replace("'", "")
+def _parts(name: str) -> list[str]:
+    """The parts of a dotted name as TOML reads it: ``a."b.c"`` is ``a`` and ``b.c``. A name
+    not written that way is split at its dots."""
+    out, at, text = [], 0, name.strip()
+    while at < len(text):
+        m = PART.match(text, at)
+        if not m or m.end() == at:
+            return [part.strip().strip("\"'") for part in text.split(".")]
+        raw = m.group(1)
+        out.append(json.loads(raw) if raw[0] == '"' else raw[1:-1] if raw[0] == "'" else raw)
+        at = m.end()
+    return out
+
+
+_name = toml_key  # a table or key name as written, in the one form the edits compare
 
 
 class Document:
