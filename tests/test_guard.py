@@ -4,6 +4,7 @@ PostgreSQL schema). A refused commit leaves HEAD where it was."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from agents_room.store import Clock, Store
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
 ENTRY = str(Path(__file__).parents[1] / "src" / "agents_room" / "guard_entry.py")
+ORCHESTRATOR = str(Path(__file__).with_name("orchestrator.py"))
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 
 
@@ -136,6 +138,48 @@ def test_own_lease_but_anothers_still_blocks(room: Store, guarded: Path) -> None
     err = refused(commit(guarded, {"AGENTS_ROOM_HARNESS_KEY": key}), guarded, before)
     assert "srcfoo.py:" in err and "\n  a.py:" not in err
     assert f"You commit as session {mine} (me)" in err
+
+
+ALICE, BOB = "a11ce000-0000-4000-8000-000000000001", "b0b00000-0000-4000-8000-000000000002"
+
+
+@pytest.mark.slow
+def test_a_process_hosting_two_agents_commits_as_nobody_unless_its_environment_names_one(
+        room: Store, guarded: Path, location: str, tmp_path: Path) -> None:
+    """An orchestrator (tests/orchestrator.py) hosts alice's and bob's MCP clients, so it is
+    the recorded harness process of both sessions, and runs git commit itself: nothing says
+    which agent commits, so each one's exclusive lease refuses it, until the commit's
+    environment names a harness key."""
+    named = {"AGENTS_ROOM_HARNESS_KEY": ALICE}
+    plan = {"db": location, "repo": str(guarded), "agents": [
+        {"label": "alice", "key": ALICE, "lease": "src/api"},  # a directory lease
+        {"label": "bob", "key": BOB, "lease": "srcfoo.py"},
+    ], "commits": [
+        {"paths": ["src/api/x.py"]}, {"paths": ["srcfoo.py"]},
+        {"paths": ["src/api/x.py"], "env": named}, {"paths": ["srcfoo.py"], "env": named},
+    ]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    before = head(guarded)
+    done = subprocess.run([sys.executable, ORCHESTRATOR, str(tmp_path / "plan.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    alice, bob = out["sessions"]["alice"], out["sessions"]["bob"]
+    with room.db.read() as tx:  # both sessions record the orchestrator as their harness process
+        assert tx.all("SELECT pid FROM sessions WHERE id IN (?, ?)", (alice, bob)) == [(out["pid"],)] * 2
+    over_alices, over_bobs, as_alice, as_alice_over_bobs = out["commits"]
+    candidates = [f"    session {alice} (alice, unknown)", f"    session {bob} (bob, unknown)"]
+    for attempt, line in ((over_alices, f"src/api/x.py: held by session {alice} (alice) (under its lease of src/api/)"),
+                          (over_bobs, f"srcfoo.py: held by session {bob} (bob) until")):
+        err = attempt["stderr"]
+        assert attempt["code"] != 0 and "commit refused" in err and line in err, err
+        assert [x for x in err.splitlines() if x.startswith("    session ")] == candidates, err
+        assert "checked as nobody's" in err and "AGENTS_ROOM_HARNESS_KEY=<key> git commit" in err, err
+    assert as_alice["code"] == 0 and as_alice["stderr"] == "", as_alice  # alice's own lease
+    err = as_alice_over_bobs["stderr"]
+    assert as_alice_over_bobs["code"] != 0 and f"srcfoo.py: held by session {bob} (bob)" in err, err
+    assert f"You commit as session {alice} (alice)." in err and "    session " not in err, err
+    assert git(guarded, "rev-list", "--count", f"{before}..HEAD").stdout.strip() == b"1"  # alice's commit alone
 
 
 @pytest.mark.parametrize("side", ["old", "new"])

@@ -2,10 +2,12 @@
 
 It refuses a commit whose staged paths (added, modified, deleted, both sides of a rename) are
 covered by a live exclusive lease of another session, naming each path, the holder's label and
-session, and when the lease ends (the rule: store/commitguard.py). The committer is found as
-the MCP server and the mail hook find their agent: the harness key in the environment, else
-the harness process among the hook's ancestors. A commit from no session (a person) is
-blocked by every exclusive lease, and told how to proceed.
+session, and when the lease ends (the rule: store/commitguard.py). The committer is the
+session whose harness key is in the environment (``$AGENTS_ROOM_HARNESS_KEY`` first, as the
+MCP server reads it), else the one agent whose harness process is among the hook's
+ancestors. A commit from no session (a person), or from a process that hosts several
+agents (nothing says which made it), is blocked by every exclusive lease, and told how to
+proceed.
 
 ``$AGENTS_ROOM_GUARD``: ``on`` (the default) refuses, ``warn`` reports and lets the commit
 through, ``off`` skips the check; ``git commit --no-verify`` is git's own way past any
@@ -24,7 +26,7 @@ import os
 import sys
 import time
 
-from .harnesses.hook import _ancestors, _keys
+from .harnesses.hook import _ancestors, _uuid
 from .harnesses.hook_store import store_modules
 
 TYPE_CHECKING = False
@@ -78,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if found is None:
         return 0
-    committers, blockers = found
+    who, blockers = found
     if not blockers:
         return 0
-    for line in describe(blockers, committers, top, refused=mode == "on"):
+    for line in describe(blockers, who, top, refused=mode == "on"):
         print(line, file=sys.stderr)
     return 1 if mode == "on" else 0
 
@@ -143,10 +145,23 @@ def _run(argv: list[str]) -> bytes:
 # -- the store --------------------------------------------------------------------------------------
 
 
-def check(path: str, paths: list[str], *, lean: bool) -> tuple[list[Any], list[Any]] | None:
-    """(the committer's sessions, the blockers) from the store at ``path``; None, after one
-    line, when there is no store there (never created: nobody holds a lease)."""
-    keys, pids = _keys({}), _ancestors(ANCESTOR_DEPTH)
+def harness_keys() -> list[str]:
+    """The harness keys the commit's environment names, the most explicit first: the
+    variable a person or an orchestrator sets to name the committer, then the one Claude Code
+    gives everything it runs (the MCP server's order too: identity.default_harness_key)."""
+    out: list[str] = []
+    for name in ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID"):
+        key = _uuid(os.environ.get(name))
+        if key and key not in out:
+            out.append(key)
+    return out
+
+
+def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] | None:
+    """(who commits, the blockers) from the store at ``path`` (store/commitguard.py's
+    ``Committers`` and ``Blocker``); None, after one line, when there is no store there
+    (never created: nobody holds a lease)."""
+    keys, pids = harness_keys(), _ancestors(ANCESTOR_DEPTH)
     if not lean:  # a database server: through the store itself
         if sys.flags.no_site:  # PostgreSQL's driver is in site-packages (guard_entry.py skipped site)
             import site
@@ -157,8 +172,8 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[list[Any], list[A
 
         with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
                 store.db.read() as tx:
-            mine = committers(tx, keys, pids, store.host)
-            return mine, blockers(tx, paths, {c.session_id for c in mine})
+            who = committers(tx, keys, pids, store.host)
+            return who, blockers(tx, paths, {c.session_id for c in who.mine})
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
@@ -176,8 +191,8 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[list[Any], list[A
         conn.execute("BEGIN")  # one snapshot for both lookups (WAL: a reader never waits for writers)
         tx = _Reader(conn)
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
-        mine = rule.committers(tx, keys, pids, None)
-        return mine, rule.blockers(tx, paths, {c.session_id for c in mine})
+        who = rule.committers(tx, keys, pids, None)
+        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine})
     finally:
         conn.close()
 
@@ -196,20 +211,23 @@ class _Reader:
 # -- the words ----------------------------------------------------------------------------------------
 
 
-def describe(blockers: list[Any], committers: list[Any], top: str, *, refused: bool) -> list[str]:
+def describe(blockers: list[Any], who: Any, top: str, *, refused: bool) -> list[str]:
     """What the guard tells the committer: the blocked paths with their holders, who the
-    committer is, and how to proceed."""
+    committer is (or, from a process hosting several agents, who it could be), and how to
+    proceed."""
     paths = list(dict.fromkeys(b.path for b in blockers))
     many = f"{len(paths)} staged paths are" if len(paths) > 1 else "a staged path is"
     head = "commit refused" if refused else f"warning ({ENV}=warn, commit allowed)"
     lines = [f"agents-room guard: {head}: {many} covered by another session's exclusive lease"]
     for b in blockers[:SHOWN]:
         under = "" if b.lease_path == b.path else f" (under its lease of {_shown(b.lease_path, top)})"
-        who = f"{b.session_id} ({b.label})" if b.label else b.session_id
-        lines.append(f"  {_shown(b.path, top)}: held by session {who}{under} until {_iso(b.expires_at)}")
+        who_holds = f"{b.session_id} ({b.label})" if b.label else b.session_id
+        lines.append(f"  {_shown(b.path, top)}: held by session {who_holds}{under} until {_iso(b.expires_at)}")
     if len(blockers) > SHOWN:
         lines.append(f"  ... and {len(blockers) - SHOWN} more")
-    me = ", ".join(f"{c.session_id} ({c.label})" if c.label else c.session_id for c in committers)
+    if who.candidates:
+        return lines + _ambiguous(who.candidates, refused=refused)
+    me = ", ".join(f"{c.session_id} ({c.label})" if c.label else c.session_id for c in who.mine)
     if not refused:
         lines.append(f"  You commit as session {me}." if me else "  No agents-room session made this commit.")
     elif me:
@@ -220,6 +238,21 @@ def describe(blockers: list[Any], committers: list[Any], top: str, *, refused: b
                      "proceed: ask the holder to release it (agents-room send SESSION SUBJECT), wait until the "
                      "lease ends, leave those paths out, or commit anyway with: git commit --no-verify "
                      f"(or {ENV}=warn)")
+    return lines
+
+
+def _ambiguous(candidates: list[Any], *, refused: bool) -> list[str]:
+    """The sessions of the several agents whose harness process runs this commit: it was
+    checked as none of theirs, and the environment can name the one that made it."""
+    lines = [f"  This commit runs under the harness process of {len(candidates)} agents' sessions and nothing names "
+             "the one that made it, so it was checked as nobody's:"]
+    for c in candidates:
+        unnamed = "; it joined without a harness key, so no commit can name it" if not c.keyed else ""
+        lines.append(f"    session {c.session_id} ({c.label or 'no label'}, {c.harness}{unnamed})")
+    if refused:
+        lines.append("  To commit as one of them, name its harness key (the one it joined with): "
+                     "AGENTS_ROOM_HARNESS_KEY=<key> git commit ...; otherwise ask the holder to release it, wait "
+                     "until the lease ends, or leave those paths out of this commit.")
     return lines
 
 

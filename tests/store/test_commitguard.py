@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Clock, Store
-from agents_room.store.commitguard import CHUNK, blockers, committers
+from agents_room.store.commitguard import CHUNK, Committer, Committers, blockers, committers
 
 
 def blocked(store: Store, paths: list[str], own: set[str] | None = None) -> list[tuple[str, str, str]]:
@@ -73,15 +73,53 @@ def test_more_paths_than_one_statement_takes(store: Store, join: Callable[..., s
     assert blocked(store, paths) == [(paths[0], paths[0], a), (paths[-1], paths[-1], a)]
 
 
-def test_the_committer_is_found_by_key_or_by_an_ancestor_pid(store: Store, join: Callable[..., str]) -> None:
-    key = "5b7f1c2e-3d4a-4b5c-8d6e-7f8091a2b3c4"
+def ids(found: list[Committer]) -> list[str]:
+    return [c.session_id for c in found]
+
+
+def test_the_committer_is_named_by_a_key_else_the_one_agent_among_the_ancestors(store: Store,
+                                                                                join: Callable[..., str]) -> None:
+    key, unused = "5b7f1c2e-3d4a-4b5c-8d6e-7f8091a2b3c4", "0c9d8e7f-6a5b-4c3d-8e2f-1a0b9c8d7e6f"
     by_key, by_pid, _other = join(label="k", harness_key=key), join(label="p", pid=4242), join(label="o", pid=4343)
     with store.db.read() as tx:
-        assert {c.session_id for c in committers(tx, [key], [1, 4242], None)} == {by_key, by_pid}
-        assert committers(tx, [], [], None) == []
+        # a key in the environment names the committer, whoever else the ancestors hold
+        assert committers(tx, [key], [1, 4242], None) == Committers([Committer(by_key, "k", "unknown", True)], [])
+        assert committers(tx, [unused, key], [4242], None).mine[0].session_id == by_key  # the first that names one
+        # no key names a live session: the one agent among the ancestors
+        assert committers(tx, [unused], [1, 4242], None) == Committers([Committer(by_pid, "p", "unknown", False)], [])
+        assert committers(tx, [], [], None) == Committers([], [])
         # a pid means nothing on another host: only this host's sessions (and those before hosts were recorded)
-        assert {c.session_id for c in committers(tx, [key], [4242], "another-host")} == {by_key}
-        assert {c.session_id for c in committers(tx, [], [4242], store.host)} == {by_pid}
+        assert ids(committers(tx, [key], [4242], "another-host").mine) == [by_key]
+        assert ids(committers(tx, [], [4242], "another-host").mine) == []
+        assert ids(committers(tx, [], [4242], store.host).mine) == [by_pid]
+
+
+def test_several_agents_among_the_ancestors_make_the_commit_nobodys(store: Store, join: Callable[..., str],
+                                                                   repo: Path) -> None:
+    """One process (an orchestrator) is the harness process of both agents: nothing says which
+    commits, so neither is the committer, and both are named as candidates."""
+    ka, kb = "1a2b3c4d-0000-4000-8000-00000000000a", "1a2b3c4d-0000-4000-8000-00000000000b"
+    alice, bob = join(label="alice", pid=4242, harness_key=ka), join(label="bob", pid=4242, harness_key=kb)
+    store.lease_claim(alice, str(repo / "a.py"))
+    store.lease_claim(bob, str(repo / "b.py"))
+    with store.db.read() as tx:
+        both = committers(tx, [], [7, 4242, 1], None)
+        assert both.mine == [] and ids(both.candidates) == [alice, bob]
+        staged = [str(repo / "a.py"), str(repo / "b.py")]
+        assert ids(blockers(tx, staged, {c.session_id for c in both.mine})) == [alice, bob]  # each lease blocks
+        assert committers(tx, [ka], [4242], None) == Committers([Committer(alice, "alice", "unknown", True)], [])
+        assert ids(committers(tx, [kb], [4242], None).mine) == [bob]
+    # two keyless joins of one process cannot be told from two agents: the same, never one guessed
+    store.room_leave(bob)
+    carol = join(label="carol", pid=4242)
+    dave = join(label="dave", pid=4242)
+    with store.db.read() as tx:
+        assert ids(committers(tx, [], [4242], None).candidates) == [alice, carol, dave]
+        assert [c.keyed for c in committers(tx, [], [4242], None).candidates] == [True, False, False]
+    store.room_leave(alice)
+    store.room_leave(dave)
+    with store.db.read() as tx:  # left sessions are no candidates: one agent is left, and it commits
+        assert committers(tx, [], [4242], None) == Committers([Committer(carol, "carol", "unknown", False)], [])
 
 
 @pytest.mark.sqlite_only

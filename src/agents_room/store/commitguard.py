@@ -6,6 +6,13 @@ directory lease of one of its ancestors, ``covering_paths``), that is ``exclusiv
 transaction's time, and whose holder is not one of the committer's own sessions. Shared
 leases never block a commit: a shared holder announced that others may write too.
 
+The committer is named by a harness key in the commit's environment; failing that, it is
+the one agent whose harness process is among the hook's ancestors. A process that hosts
+several agents' MCP clients (an orchestrator, a test harness) is the recorded harness
+process of each, and nothing in the commit says which of them made it: then the commit is
+nobody's, so every agent's exclusive lease blocks it. Guessing one would let that agent's
+lease wave through a commit another agent made.
+
 The lookup is an ``IN`` list on the leases' path index, one entry per path and ancestor, so
 its cost follows the commit's size and not the number of live leases.
 
@@ -27,8 +34,13 @@ if TYPE_CHECKING:
 # One staged path a lease blocks: the path, the lease's own path (the path itself, or a
 # directory over it), and the holder.
 Blocker = namedtuple("Blocker", "path lease_path session_id label harness expires_at")
-# One session the committing process belongs to.
-Committer = namedtuple("Committer", "session_id label harness")
+# One session the committing process may belong to. ``keyed``: it joined with a harness key,
+# so a commit can name it (a session without one can only be the committer by ancestry).
+Committer = namedtuple("Committer", "session_id label harness keyed")
+# Who commits: ``mine``, the committer's sessions (empty: the commit is nobody's), and
+# ``candidates``, the sessions of the several agents found among the ancestors when none
+# could be chosen (empty otherwise).
+Committers = namedtuple("Committers", "mine candidates")
 
 # Parameters per statement: well under SQLite's oldest limit (999) and PostgreSQL's (65535).
 CHUNK = 500
@@ -38,20 +50,34 @@ def _marks(n: int) -> str:
     return ",".join("?" * n) or "NULL"
 
 
-def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None) -> list[Committer]:
-    """The live sessions the committing process belongs to: those whose harness key is one of
-    ``keys`` (the environment's), or whose recorded harness pid is one of ``pids`` (the hook's
-    ancestors) when the session runs on ``host`` (a pid means nothing on another host; None:
-    the store has one host, a SQLite file). Several when an agent joined more than once."""
+def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None) -> Committers:
+    """Who commits. The live sessions of the first of ``keys`` (the environment's harness
+    keys, the most explicit first) that names any; else those whose recorded harness pid is
+    one of ``pids`` (the hook's ancestors) when the session runs on ``host`` (a pid means
+    nothing on another host; None: the store has one host, a SQLite file), if they are one
+    agent. An agent is its harness key, or the session itself when it joined without one:
+    two keyless sessions of one process cannot be told apart from two agents, and taking
+    them for one would be the unsafe guess. Several agents: nobody commits, and they are
+    the candidates. One statement either way (the hook's cost)."""
     if not keys and not pids:
-        return []
+        return Committers([], [])
     here = "" if host is None else " AND (host = ? OR host IS NULL)"
     rows = tx.all(
-        f"SELECT id, label, harness FROM sessions WHERE left_at IS NULL AND (harness_key IN ({_marks(len(keys))}) "
-        f"OR (pid IN ({_marks(len(pids))}){here})) ORDER BY created_at",
+        f"SELECT id, label, harness, harness_key, pid, host FROM sessions WHERE left_at IS NULL AND (harness_key IN "
+        f"({_marks(len(keys))}) OR (pid IN ({_marks(len(pids))}){here})) ORDER BY created_at",
         (*keys, *pids, *(() if host is None else (host,))),
     )
-    return [Committer(*r) for r in rows]
+    for key in keys:
+        named = [Committer(sid, label, harness, True) for sid, label, harness, k, _pid, _at in rows if k == key]
+        if named:
+            return Committers(named, [])
+    ours = set(pids)
+    found = [(sid, label, harness, k) for sid, label, harness, k, pid, at in rows
+             if pid in ours and (host is None or at in (host, None))]
+    candidates = [Committer(sid, label, harness, k is not None) for sid, label, harness, k in found]
+    if len({k or sid for sid, _label, _harness, k in found}) == 1:
+        return Committers(candidates, [])
+    return Committers([], candidates)
 
 
 def _storable(path: str) -> bool:
