@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import bounds, callcounts, leases, messages, overview, reads, rooms, sessions
+from . import bounds, callcounts, leases, messages, overview, paths, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -116,9 +116,8 @@ class Store(WakeCalls):
                 tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
 
     def _readable_path(self, value: Any, cwd: str) -> str:
-        path = bounds.path(value, cwd)
-        real = os.path.realpath(path)
-        if real in {os.path.realpath(p) for p in self.db.files()}:
+        path = bounds.path(value, cwd)  # canonical: the real path of the file
+        if path in {os.path.realpath(p) for p in self.db.files()}:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
         return path
 
@@ -137,14 +136,17 @@ class Store(WakeCalls):
         autonomy = None if autonomy is None else bounds.autonomy(autonomy)
         harness = bounds.harness(harness)
         harness_key = bounds.harness_key(harness_key)
+        # Canonical, whoever hands it over (a harness may show its logical PWD): the repo room
+        # and every relative path of the session are made from it (store/paths.py).
+        cwd = paths.canonical(os.path.abspath(cwd))
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:
             joined = sessions.join(
-                tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=pid, harness=harness, harness_key=harness_key,
+                tx, repo_room=repo, cwd=cwd, pid=pid, harness=harness, harness_key=harness_key,
                 room=room, extra_rooms=extra, label=label, tags=tags, autonomy=autonomy, wake_lever=wake_lever,
                 host=host or self.host,
             )
-        self.served.cwds[joined.session_id] = os.path.abspath(cwd)  # what its lease paths are made against
+        self.served.cwds[joined.session_id] = cwd  # what its lease paths are made against
         return joined
 
     def room_leave(self, session_id: Any) -> None:
@@ -265,7 +267,8 @@ class Store(WakeCalls):
             return served
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            return leases.claim(tx, me, bounds.lease_path(path, me.cwd), ttl, mode)
+            where, spelled = bounds.lease_paths(path, me.cwd)
+            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path)
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
@@ -274,19 +277,20 @@ class Store(WakeCalls):
             return served
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            return leases.renew(tx, me, bounds.lease_path(path, me.cwd), ttl)
+            where, spelled = bounds.lease_paths(path, me.cwd)
+            return leases.renew(tx, me, where, ttl, spelled)
 
     def lease_release(self, session_id: Any, path: Any) -> None:
         if self.served.release(session_id, path):
             return
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            leases.release(tx, me, bounds.lease_path(path, me.cwd))
+            leases.release(tx, me, *bounds.lease_paths(path, me.cwd))
 
     def lease_check(self, session_id: Any, path: Any) -> LeaseState:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            holders = leases.check(tx, bounds.lease_path(path, me.cwd))
+            holders = leases.check(tx, *bounds.lease_paths(path, me.cwd))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
@@ -316,7 +320,7 @@ class Store(WakeCalls):
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
-            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal))
+            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
         self._touch_if_stale(me, tx.now)
         return drift
 

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any, Literal, get_args
 
-from . import coverage
+from . import coverage, paths
 from .errors import InvalidArgument
 
 Autonomy = Literal["hold", "notify", "wake"]
@@ -183,9 +183,10 @@ def glob(value: str) -> str:
     return value
 
 
-def path(value: Any, cwd: str) -> str:
-    """Normalise to absolute form against the session's cwd (``abspath``: no symlinks
-    resolved, so the name the agents use is the name they contend for)."""
+def spelling(value: Any, cwd: str) -> str:
+    """``value`` made absolute against the session's cwd as written (``abspath``: no symlink
+    resolved): what the caller meant by it, and what stores written before paths were
+    canonical keyed by (docs/decisions.md, "One canonical path per file")."""
     if not isinstance(value, str):
         raise InvalidArgument("path", f"must be a string, got {shown(value)}")
     if "\x00" in value:
@@ -198,16 +199,33 @@ def path(value: Any, cwd: str) -> str:
         raise InvalidArgument("path", "is not valid text") from None
     if size > PATH_MAX_BYTES:
         raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes, got {size}")
-    normal = os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
+    return _fits(os.path.abspath(os.path.join(cwd, os.path.expanduser(value))))
+
+
+def _fits(normal: str) -> str:
     if len(normal.encode("utf-8", "surrogatepass")) > PATH_MAX_BYTES:
         raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes once made absolute")
     return normal
 
 
+def path(value: Any, cwd: str) -> str:
+    """The canonical path of ``value`` against the session's cwd (store/paths.py): the one
+    name of the file, whichever spelling the caller used."""
+    return _fits(paths.canonical(spelling(value, cwd)))
+
+
+def lease_paths(value: Any, cwd: str) -> tuple[str, str]:
+    """``(the stored form of a lease's path, the caller's spelling in the same form)``
+    (store/coverage.py): :func:`path` and :func:`spelling`, with a trailing ``/`` when the
+    caller wrote one or the path is an existing directory (a directory lease)."""
+    spelled = spelling(value, cwd)
+    where = coverage.lease_path(_fits(paths.canonical(spelled)), value)
+    return where, coverage.as_directory(spelled) if coverage.is_directory(where) else spelled
+
+
 def lease_path(value: Any, cwd: str) -> str:
-    """The stored form of a lease's path (store/coverage.py): :func:`path`, with a trailing
-    ``/`` when the caller wrote one or the path is an existing directory (a directory lease)."""
-    return coverage.lease_path(path(value, cwd), value)
+    """The stored form of a lease's path: the first of :func:`lease_paths`."""
+    return lease_paths(value, cwd)[0]
 
 
 def message_id(value: Any, field: str = "message_id") -> int:

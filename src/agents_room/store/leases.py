@@ -8,7 +8,7 @@ holders contend with the holders of every lease it covers or that covers it."""
 
 from __future__ import annotations
 
-from . import coverage
+from . import coverage, paths
 from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
@@ -37,22 +37,25 @@ def sweep(tx: Tx) -> int:
     return len(rows)
 
 
-def _covering(tx: Tx, path: str) -> list[tuple]:
+def _covering(tx: Tx, path: str, also: tuple[str, ...] = ()) -> list[tuple]:
     """Live leases of ``path`` itself or of a directory above it: one IN list on the
-    primary key, at most one entry per path component."""
-    paths = coverage.covering_paths(path)
-    marks = ", ".join("?" * len(paths))
-    return tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*paths, tx.now))
+    primary key, at most one entry per path component (of each of ``also``, too: the
+    spellings a lease granted before paths were canonical may be stored under)."""
+    keys = list(dict.fromkeys(p for each in (path, *also) for p in coverage.covering_paths(each)))
+    marks = ", ".join("?" * len(keys))
+    return tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*keys, tx.now))
 
 
-def _holders(tx: Tx, path: str) -> list[Lease]:
-    """The live leases that contend with a lease of ``path``: those covering it and, for a
-    directory, those beneath it. Exclusive first, then by token (the oldest grant first)."""
-    rows = _covering(tx, path)
+def _holders(tx: Tx, path: str, also: tuple[str, ...] = ()) -> list[Lease]:
+    """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
+    covering it and, for a directory, those beneath it. Exclusive first, then by token (the
+    oldest grant first)."""
+    rows = _covering(tx, path, also)
     if coverage.is_directory(path):
-        lo, hi = coverage.subtree_range(path)
-        rows += tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
-    return sorted((Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
+        for directory in dict.fromkeys((path, *also)):
+            lo, hi = coverage.subtree_range(directory)
+            rows += tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+    return sorted(dict.fromkeys(Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
 
 
 def _first_beneath_in_the_way(tx: Tx, session: Caller, directory: str, mode: str) -> list[Lease]:
@@ -71,26 +74,33 @@ def _next_token(tx: Tx) -> int:
     return tx.scalar("UPDATE counters SET value = value + 1 WHERE name = 'lease_token' RETURNING value")
 
 
-def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
+def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelled: str | None = None,
+          asked: str | None = None) -> Claim:
     """Grant, extend or upgrade ``session``'s lease on ``path``, or deny naming the holder.
 
     Exclusive: one holder, blocks every other claim. Shared: several holders, blocks
     exclusive claims. The holder's own repeated claim extends it (new token); a sole
-    shared holder may upgrade to exclusive; an exclusive holder may step down to shared."""
+    shared holder may upgrade to exclusive; an exclusive holder may step down to shared.
+    ``spelled``: the caller's spelling of ``path``, when it differs (another's lease granted
+    under it before paths were canonical stands in the way too); ``asked``: its own words,
+    which a denial quotes."""
     sweep(tx)
+    also = () if spelled in (None, path) else (spelled,)
     # Two index lookups, never a scan of every lease: the leases covering the path (an IN
     # list), and for a directory the first lease beneath it in the way (a range).
-    covering = [Lease(*r) for r in _covering(tx, path)]
+    covering = [Lease(*r) for r in _covering(tx, path, also)]
     # Only a lease of this very path is re-claimed; the caller's own leases above or
     # beneath it never stand in its way.
     mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
     others = [h for h in covering if h.session_id != session.id]
     in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
     if coverage.is_directory(path):
-        in_the_way += _first_beneath_in_the_way(tx, session, path, mode)
+        for directory in (path, *also):
+            in_the_way += _first_beneath_in_the_way(tx, session, directory, mode)
     if in_the_way:
         h = min(in_the_way, key=lambda x: (x.mode, x.token))
-        return denial(path, h, len(in_the_way), mine is not None)
+        shown = path if asked is None else paths.named(asked, spelled or path, path)
+        return denial(path, h, len(in_the_way), mine is not None, shown)
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
@@ -110,13 +120,15 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str) -> Claim:
     return grant(Lease(path, session.id, session.label, mode, token, acquired_at, expires_at), previous)
 
 
-def denial(path: str, h: Lease, in_the_way: int, upgrading: bool) -> Claim:
+def denial(path: str, h: Lease, in_the_way: int, upgrading: bool, shown: str | None = None) -> Claim:
     """A claim of ``path`` denied: ``h`` is the first of ``in_the_way`` holders in its way
-    (by mode, then token); ``upgrading`` when the caller holds ``path`` itself already.
+    (by mode, then token); ``upgrading`` when the caller holds ``path`` itself already;
+    ``shown``: how the reason names ``path`` (:func:`.paths.named`; default ``path``).
     Shared with an engine that answers a claim itself (:meth:`.engine.Database.serve_lease`)."""
     who = f"{h.session_id}" + (f" ({h.label})" if h.label else "")
     more = " and others" if in_the_way > 1 else ""
-    where = path if h.path == path else f"{path} {_relation(h.path, path)} {h.path}, which"
+    shown = shown or path
+    where = shown if h.path == path else f"{shown} {_relation(h.path, path)} {h.path}, which"
     reason = f"{where} is held {h.mode} by {who}{more} until {iso(h.expires_at)}"
     if upgrading:
         reason = f"cannot upgrade to exclusive: {reason}"
@@ -151,12 +163,29 @@ def _not_held(tx: Tx, session: Caller, path: str, verb: str) -> LeaseNotHeld:
                         "it is free, lease_claim it again", holders=[])
 
 
-def renew(tx: Tx, session: Caller, path: str, ttl_s: float | None) -> Lease:
+def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | None:
+    """The stored path of ``session``'s own lease of ``path`` granted before paths were
+    canonical: under the caller's spelling, or under any spelling that names the same file
+    on this host (the host its session runs on, where the spelling was made). Looked for
+    only once the canonical path missed; None: there is none."""
+    own = [r[0] for r in tx.all("SELECT path FROM leases WHERE session_id = ? AND path <> ? AND expires_at > ?",
+                                (session.id, path, tx.now))]
+    if spelled in own:
+        return spelled
+    return next((p for p in own if paths.canonical(p) == path), None)
+
+
+def renew(tx: Tx, session: Caller, path: str, ttl_s: float | None, spelled: str | None = None) -> Lease:
     """Extend the caller's live lease with a new token. ``ttl_s`` defaults to the lease's own.
+    ``spelled``: the caller's spelling of ``path`` (a lease granted before paths were
+    canonical is renewed under the path it was stored with).
 
     Raises ``LeaseNotHeld`` (naming the current holder) if it expired or was never held."""
     sweep(tx)
     row = tx.one("SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ?", (path, session.id))
+    if row is None and (former := _former(tx, session, path, spelled)) is not None:
+        path = former
+        row = tx.one("SELECT mode, ttl_s, acquired_at FROM leases WHERE path = ? AND session_id = ?", (path, session.id))
     if row is None:
         raise _not_held(tx, session, path, "renew")
     mode, own_ttl, acquired_at = row
@@ -171,12 +200,15 @@ def renew(tx: Tx, session: Caller, path: str, ttl_s: float | None) -> Lease:
     return Lease(path, session.id, session.label, mode, token, acquired_at, expires_at)
 
 
-def release(tx: Tx, session: Caller, path: str) -> None:
-    """Release the caller's lease. Raises ``LeaseNotHeld`` saying who holds it, if anyone."""
+def release(tx: Tx, session: Caller, path: str, spelled: str | None = None) -> None:
+    """Release the caller's lease (``spelled``: as :func:`renew`). Raises ``LeaseNotHeld``
+    saying who holds it, if anyone."""
     sweep(tx)
-    row = tx.one(
-        "DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token", (path, session.id)
-    )
+    delete = "DELETE FROM leases WHERE path = ? AND session_id = ? RETURNING mode, token"
+    row = tx.one(delete, (path, session.id))
+    if row is None and (former := _former(tx, session, path, spelled)) is not None:
+        path = former
+        row = tx.one(delete, (path, session.id))
     if row is None:
         raise _not_held(tx, session, path, "release")
     tx.log("lease_release", session.id, path, mode=row[0], token=row[1], reason="release")
@@ -188,10 +220,12 @@ def release_all(tx: Tx, session_id: str, reason: str) -> None:
         tx.event("lease_release", session_id, path, mode=mode, token=token, reason=reason)
 
 
-def check(tx: Tx, path: str) -> list[Lease]:
+def check(tx: Tx, path: str, spelled: str | None = None) -> list[Lease]:
     """The live leases in the way of an exclusive claim of ``path`` (exclusive first): its
-    own, every directory lease above it, and for a directory every lease beneath it."""
-    return _holders(tx, path)
+    own, every directory lease above it, and for a directory every lease beneath it; under
+    the caller's ``spelled`` path too, where a lease granted before paths were canonical
+    may be stored."""
+    return _holders(tx, path, () if spelled in (None, path) else (spelled,))
 
 
 def live(tx: Tx) -> list[Lease]:

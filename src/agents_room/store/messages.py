@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import bounds, coverage
+from . import bounds, coverage, paths
 from .delivery import UNREAD, advance
 from .delivery import UNREAD_SQL as _UNREAD_SQL
 from .errors import InvalidArgument, NotRecipient, UnknownSession
@@ -87,13 +87,16 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
         return sorted(r[0] for r in tx.all("SELECT session_id FROM session_tags WHERE tag = ?", (tag,)) if r[0] in peers)
     if to.startswith("file:"):
         pattern = bounds.glob(to[5:])
+        # As written (a lease stored before paths were canonical) and canonical (store/paths.py).
+        patterns = list(dict.fromkeys((pattern, paths.glob(pattern))))
         peers = set(_peers(tx, sender.id))
         rows = tx.all(
             "SELECT l.session_id, l.path, s.cwd FROM leases l JOIN sessions s ON s.id = l.session_id "
             "WHERE l.expires_at > ?",
             (tx.now,),
         )
-        return sorted({sid for sid, path, cwd in rows if sid in peers and coverage.glob_reaches(pattern, path, cwd)})
+        return sorted({sid for sid, path, cwd in rows
+                       if sid in peers and any(coverage.glob_reaches(p, path, cwd) for p in patterns)})
     if to.startswith(("tag", "file")) and ":" in to:
         raise InvalidArgument("to", "selectors are '*', a session id, 'file:<glob>' or 'tag:<tag>'")
     value = bounds.session_id_text(to, "to")

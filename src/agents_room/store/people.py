@@ -18,7 +18,7 @@ import os
 import uuid
 from typing import Any
 
-from . import bounds, messages, rooms, sessions
+from . import bounds, messages, paths, rooms, sessions
 from .messages import Sent
 
 HARNESS = "human"
@@ -54,10 +54,11 @@ def send(
     subject, body = bounds.subject(subject), bounds.body(body)
     reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
     ttl = bounds.message_ttl(ttl_s)
+    cwd = paths.canonical(os.path.abspath(cwd))  # as an agent's join makes it (Store.room_join)
     repo = rooms.repo_room(cwd)
     with store.db.write() as tx:
         joined = sessions.join(
-            tx, repo_room=repo, cwd=os.path.abspath(cwd), pid=None, harness=HARNESS,
+            tx, repo_room=repo, cwd=cwd, pid=None, harness=HARNESS,
             harness_key=person_key(store.host), room=room, extra_rooms=[], label=label, tags=None, autonomy="hold",
             wake_lever=None, host=store.host,
         )

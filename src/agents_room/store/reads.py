@@ -8,7 +8,7 @@ import stat
 from dataclasses import dataclass
 from typing import Literal
 
-from . import coverage
+from . import coverage, paths
 from .clock import iso
 from .errors import InvalidArgument
 from .sessions import Caller
@@ -72,13 +72,28 @@ def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
     )
 
 
-def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift:
+def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | None:
+    """The stored path of ``session``'s baseline of ``path`` noted before paths were canonical:
+    under the caller's spelling, or under another spelling of the same base name that names
+    the same file on this host (where the session's spelling was made). Looked for only once
+    the canonical path missed; None: there is none."""
+    base = path[path.rfind("/") + 1:]
+    own = [r[0] for r in tx.all("SELECT path FROM reads WHERE session_id = ? AND path <> ?", (session.id, path))]
+    if spelled in own:
+        return spelled
+    return next((p for p in own if p.endswith("/" + base) and paths.canonical(p) == path), None)
+
+
+def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled: str | None = None) -> Drift:
     """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease covering it
     since the read. CRITICAL: changed while another session held a lease covering it (of the
     file, or of a directory above it) at some time since the read (from the lease events, not
-    only the current holder). A deleted file has changed."""
-    row = tx.one("SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?",
-                 (session.id, path))
+    only the current holder). A deleted file has changed. ``spelled``: the caller's spelling
+    of ``path`` (a baseline noted before paths were canonical is found under it)."""
+    query = "SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?"
+    row, stored = tx.one(query, (session.id, path)), path
+    if row is None and (former := _former(tx, session, path, spelled)) is not None:
+        row, stored = tx.one(query, (session.id, former)), former
     if row is None:
         return Drift(path, "SAFE", False, None, None,
                      f"no baseline: note_read was never called for {path} by this session, so nothing can be "
@@ -86,7 +101,9 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None) -> Drift
     baseline, read_at, read_seq, held_then = row
     if digest == baseline:
         return Drift(path, "SAFE", False, None, read_at, f"{path} is unchanged since you read it")
-    cover = coverage.covering_paths(path)  # the events index (path, seq): one range per entry
+    # the events index (path, seq): one range per entry; a baseline stored under an old
+    # spelling is followed by the lease events of that spelling too
+    cover = list(dict.fromkeys(coverage.covering_paths(path) + coverage.covering_paths(stored)))
     holder = held_then or tx.scalar(
         f"SELECT session_id FROM events WHERE path IN ({_marks(cover)}) AND seq > ? AND session_id <> ? "
         "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq LIMIT 1",

@@ -82,14 +82,17 @@ class Served:
 
 def _absolute(path: Any, cwd: str | None) -> tuple[str | None, str] | None:
     """``(the cwd it depends on, the lease path)``, or None when it cannot be made here (a
-    bad path: the rules word it, after the session, as they do)."""
+    bad path: the rules word it, after the session, as they do) or when the caller spelled
+    it otherwise than its canonical form: the rules then also look for a lease stored under
+    that spelling before paths were canonical, and name the path as the caller asked."""
     if not isinstance(path, str):
         return None
     absolute = os.path.isabs(os.path.expanduser(path))
     if not absolute and cwd is None:
         cwd = ""  # no session's cwd: the engine answers with the session's, nothing changed
     try:
-        return (None if absolute else cwd), bounds.lease_path(path, cwd or "/")
+        where, spelled = bounds.lease_paths(path, cwd or "/")
     except InvalidArgument:
         return None
+    return None if spelled != where else ((None if absolute else cwd), where)
 

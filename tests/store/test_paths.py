@@ -1,0 +1,195 @@
+"""One canonical path per file (store/paths.py), on both engines: one repository reached by two
+spellings (``<d>/real/repo`` and ``<d>/link/repo``, ``link -> real``) is one set of files to
+every path-keyed rule; distinct work trees and hard links stay distinct; rows written under a
+spelling before paths were canonical keep working while they live."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agents_room.store import Store, leases, paths
+from .conftest import rows
+
+KEY = "6f1c3c0e-8a55-4a8e-9d4c-1b2a3c4d5e6f"
+
+
+@pytest.fixture
+def real(tmp_path: Path, make_repo) -> Path:
+    """``<d>/real/repo``, a git repository with ``src/x.py`` and ``lib/y.py``, also reached as
+    ``<d>/link/repo`` (``<d>/link -> <d>/real``)."""
+    top = Path(os.path.realpath(tmp_path))
+    repo = make_repo(top / "real" / "repo")
+    (repo / "src").mkdir()
+    (repo / "src" / "x.py").write_text("x = 1\n")
+    (repo / "lib").mkdir()
+    (repo / "lib" / "y.py").write_text("y = 1\n")
+    (top / "link").symlink_to(top / "real")
+    return repo
+
+
+@pytest.fixture
+def link(real: Path) -> Path:
+    return real.parent.parent / "link" / "repo"
+
+
+# -- the rule itself ----------------------------------------------------------------------------
+
+
+def test_the_canonical_path_resolves_what_exists_and_keeps_what_does_not(real: Path, link: Path) -> None:
+    assert paths.canonical(str(link / "src" / "x.py")) == str(real / "src" / "x.py")
+    # a file not created yet under a symlinked folder lands on the real folder
+    assert paths.canonical(str(link / "src" / "new" / "z.py")) == str(real / "src" / "new" / "z.py")
+    assert paths.canonical(str(link / "src") + "/") == str(real / "src") + "/"  # a directory lease's "/" kept
+    assert paths.canonical("/") == "/"
+    loop = real / "loop"
+    loop.symlink_to(loop)
+    assert paths.canonical(str(loop / "a.py")).startswith(str(real))  # a loop is left as it is, not raised
+    # an absolute glob's literal folders are resolved; a relative glob is the holder's business
+    assert paths.glob(f"{link}/src/*.py") == f"{real}/src/*.py"
+    assert paths.glob(f"{link}/src/x.py") == f"{real}/src/x.py"
+    assert paths.glob(f"{link}/lib/") == f"{real}/lib/"
+    assert paths.glob("src/*.py") == "src/*.py" and paths.glob("/*/x.py") == "/*/x.py"
+    assert paths.named("src/x.py", "/a/src/x.py", "/a/src/x.py") == "/a/src/x.py"
+    assert paths.named("/l/x.py", "/l/x.py", "/r/x.py") == "/l/x.py (the same file as /r/x.py)"
+
+
+# -- two spellings of one repository ------------------------------------------------------------------
+
+
+def test_cwds_spelled_two_ways_are_one_repository(store: Store, real: Path, link: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice")
+    b = store.room_join(cwd=str(link), pid=None, label="bob")
+    assert a.rooms == b.rooms == ["repo:repo"]
+    assert {m.session_id: m.cwd for m in store.room_who()} == {a.session_id: str(real), b.session_id: str(real)}
+    # a folder symlinked under another name is still the repository it points at
+    alias = real.parent.parent / "alias"
+    alias.symlink_to(real)
+    assert store.room_join(cwd=str(alias / "src"), pid=None).rooms == ["repo:repo"]
+
+
+def test_the_second_exclusive_claim_is_denied_naming_the_first(store: Store, real: Path, link: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(link), pid=None, label="bob").session_id
+    got = store.lease_claim(a, "src/x.py")
+    assert got.ok and got.lease.path == str(real / "src" / "x.py")
+    asked = str(link / "src" / "x.py")
+    for path in ("src/x.py", asked):
+        denied = store.lease_claim(b, path)
+        assert not denied.ok and denied.holder.session_id == a and "alice" in denied.reason
+    assert denied.reason.startswith(f"{asked} (the same file as {real / 'src' / 'x.py'}) is held exclusive by {a}")
+    # every reader agrees, whichever spelling it is asked with
+    for path in ("src/x.py", asked, str(real / "src" / "x.py")):
+        state = store.lease_check(b, path)
+        assert not state.free and state.lease.session_id == a and state.lease.path == str(real / "src" / "x.py")
+    assert [x.path for x in store.lease_list(b)] == [str(real / "src" / "x.py")]
+    assert store.msg_send(b, f"file:{link}/src/*.py", body="soon?").recipients == [a]
+    assert store.msg_send(b, f"file:{asked}", body="soon?").recipients == [a]
+    assert store.msg_send(b, "file:src/x.py", body="soon?").recipients == [a]
+    # renewed and released through the link by its holder: one lease, one file
+    assert store.lease_renew(a, str(link / "src" / "x.py")).path == str(real / "src" / "x.py")
+    store.lease_release(a, asked)
+    assert store.lease_claim(b, asked).ok and store.lease_check(a, "src/x.py").lease.session_id == b
+
+
+def test_directory_leases_cover_across_spellings(store: Store, real: Path, link: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(link), pid=None, label="bob").session_id
+    granted = store.lease_claim(b, f"{link}/lib")  # an existing directory, named through the link
+    assert granted.ok and granted.lease.path == f"{real}/lib/"
+    denied = store.lease_claim(a, "lib/y.py")
+    assert not denied.ok and denied.holder.session_id == b and f"is beneath {real}/lib/" in denied.reason
+    assert store.lease_check(a, f"{link}/lib/new.py").lease.path == f"{real}/lib/"
+    assert store.msg_send(a, f"file:{link}/lib/y.py").recipients == [b]
+    # a claim of a directory above a file leased through the other spelling
+    assert store.lease_claim(a, "src/x.py").ok
+    above = store.lease_claim(b, f"{link}/src/")
+    assert not above.ok and above.holder.session_id == a
+
+
+def test_drift_baselines_agree_across_spellings(store: Store, real: Path, link: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(link), pid=None, label="bob").session_id
+    store.note_read(b, str(link / "src" / "x.py"))
+    assert store.drift_check(b, str(real / "src" / "x.py")).severity == "SAFE"
+    assert store.lease_claim(a, "src/x.py").ok
+    (real / "src" / "x.py").write_text("x = 2\n")
+    drift = store.drift_check(b, str(link / "src" / "x.py"))
+    assert (drift.severity, drift.holder, drift.baseline, drift.path) == ("CRITICAL", a, True, str(real / "src" / "x.py"))
+
+
+def test_distinct_work_trees_stay_distinct(store: Store, real: Path, tmp_path: Path, make_repo) -> None:
+    subprocess.run(["git", "-C", str(real), "-c", "user.name=t", "-c", "user.email=t@example.org",
+                    "commit", "-q", "--allow-empty", "-m", "first"], check=True)
+    tree = real.parent / "tree"
+    subprocess.run(["git", "-C", str(real), "worktree", "add", "-q", str(tree)], check=True, capture_output=True)
+    clone = make_repo(Path(os.path.realpath(tmp_path)) / "clone" / "repo")
+    (clone / "src").mkdir()
+    (clone / "src" / "x.py").write_text("x = 1\n")
+    ids = [store.room_join(cwd=str(cwd), pid=None).session_id for cwd in (real, tree, clone)]
+    granted = [store.lease_claim(sid, "src/x.py") for sid in ids]
+    assert all(g.ok for g in granted)
+    assert len({g.lease.path for g in granted}) == 3
+
+
+def test_hard_links_are_two_paths(store: Store, real: Path) -> None:
+    """docs/decisions.md: the rule stops at names; two links to one inode are two leases."""
+    os.link(real / "src" / "x.py", real / "src" / "hard.py")
+    assert os.stat(real / "src" / "x.py").st_ino == os.stat(real / "src" / "hard.py").st_ino
+    a = store.room_join(cwd=str(real), pid=None).session_id
+    b = store.room_join(cwd=str(real), pid=None).session_id
+    assert store.lease_claim(a, "src/x.py").ok
+    held = store.lease_claim(b, "src/hard.py")
+    assert held.ok and held.lease.path == str(real / "src" / "hard.py")
+
+
+# -- rows written before paths were canonical -----------------------------------------------------------
+
+
+def _old_lease(store: Store, sid: str, path: str, ttl_s: float = 600.0) -> None:
+    """A lease as a store keyed by spelling wrote it: under the path as the caller spelled it."""
+    with store.db.write() as tx:
+        token = leases._next_token(tx)
+        tx.execute("INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) "
+                   "VALUES (?, ?, 'exclusive', ?, ?, ?, ?)", (path, sid, token, ttl_s, tx.now, tx.now + ttl_s))
+        tx.log("lease_grant", sid, path, mode="exclusive", token=token, expires_at=tx.now + ttl_s, previous_mode=None)
+
+
+def test_an_old_lease_under_a_spelling_keeps_working_while_it_lives(store: Store, real: Path, link: Path) -> None:
+    sid = store.room_join(cwd=str(link), pid=None, label="old", harness_key=KEY).session_id
+    with store.db.write() as tx:  # its session as such a store joined it: the cwd as given
+        tx.execute("UPDATE sessions SET cwd = ? WHERE id = ?", (str(link), sid))
+    spelled = str(link / "src" / "x.py")
+    _old_lease(store, sid, spelled)
+    other = store.room_join(cwd=str(real), pid=None, label="new").session_id
+    # another caller spelling it as the holder did is still kept off it, and sees it
+    denied = store.lease_claim(other, spelled)
+    assert not denied.ok and denied.holder.session_id == sid
+    assert store.lease_check(other, spelled).lease.session_id == sid
+    assert store.msg_send(other, f"file:{spelled}").recipients == [sid]
+    # its holder renews it by the relative name it used: the row it has, not a new one
+    renewed = store.lease_renew(sid, "src/x.py")
+    assert renewed.path == spelled
+    # rejoined (its cwd now canonical), it still releases it by that name
+    assert store.room_join(cwd=str(link), pid=None, harness_key=KEY).session_id == sid
+    assert rows(store, "SELECT cwd FROM sessions WHERE id = ?", (sid,)) == [(str(real),)]
+    assert store.lease_renew(sid, "src/x.py").path == spelled
+    store.lease_release(sid, "src/x.py")
+    assert rows(store, "SELECT path FROM leases") == []
+    assert store.lease_claim(other, "src/x.py").ok
+
+
+def test_an_old_read_baseline_under_a_spelling_is_found(store: Store, real: Path, link: Path) -> None:
+    sid = store.room_join(cwd=str(link), pid=None).session_id
+    spelled = str(link / "src" / "x.py")
+    store.note_read(sid, "src/x.py")
+    with store.db.write() as tx:  # re-keyed as a store keyed by spelling wrote it
+        tx.execute("UPDATE reads SET path = ? WHERE session_id = ?", (spelled, sid))
+    assert store.drift_check(sid, "src/x.py").baseline is True
+    assert store.drift_check(sid, str(real / "src" / "x.py")).severity == "SAFE"
+    (real / "src" / "x.py").write_text("x = 2\n")
+    drift = store.drift_check(sid, "src/x.py")
+    assert (drift.severity, drift.baseline) == ("MINOR", True)
