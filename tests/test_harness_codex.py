@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,51 @@ def test_codex_runs_the_installed_server(home: Path) -> None:
         time.sleep(0.5)
     assert (me.harness, me.liveness) == ("codex", "gone"), me
     assert not os.path.exists(f"/proc/{server.proc.pid}")
+
+
+def test_codex_loads_the_installed_hooks_trusted(home: Path) -> None:
+    """``codex app-server``'s ``hooks/list``: the four hooks install wrote, merged beside a
+    user's own, load without a warning, enabled and trusted (Codex's own hash of each is the
+    one install wrote); the user's hook stays untrusted; a hook edited by hand is no longer."""
+    codex = binary("codex")
+    project = git_project(home / "proj")
+    env = cli_env(home)
+    folder = home / ".codex"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "hooks.json").write_text(json.dumps(
+        {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": 5}]}]}}))
+    done = subprocess.run([AGENTS_ROOM, "install", "codex"], capture_output=True, text=True, timeout=60,
+                          env={**env, "AGENTS_ROOM_DB": str(home / "room.db")})
+    assert done.returncode == 0, done.stderr
+
+    def listed() -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        server = AppServer(codex, project, env)
+        try:
+            server.call("initialize", {"clientInfo": {"name": "agents-room-tests", "version": "1"}})
+            server.send("initialized", notify=True)
+            [found] = server.call("hooks/list", {"cwds": [str(project)]})["data"]
+        finally:
+            server.close()
+        return {h["key"]: h for h in found["hooks"]}, found
+
+    hooks, found = listed()
+    assert found["warnings"] == [] and found["errors"] == []
+    trusted = tomllib.loads((folder / "config.toml").read_text())["hooks"]["state"]
+    path = folder / "hooks.json"
+    mine = {f"{path}:session_start:0:0", f"{path}:user_prompt_submit:0:0", f"{path}:post_tool_use:0:0",
+            f"{path}:stop:1:0"}
+    assert set(hooks) == mine | {f"{path}:stop:0:0"}
+    for key in mine:
+        hook = hooks[key]
+        assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        assert (hook["enabled"], hook["trustStatus"]) == (True, "trusted"), hook
+        assert hook["currentHash"] == trusted[key]["trusted_hash"]
+    assert hooks[f"{path}:stop:0:0"]["trustStatus"] == "untrusted"  # the user's own: not install's to trust
+
+    # Edited by hand, our Stop hook no longer matches what was trusted: Codex would not run it.
+    data = json.loads(path.read_text())
+    data["hooks"]["Stop"][1]["hooks"][0]["timeout"] = 11
+    path.write_text(json.dumps(data))
+    hooks, _ = listed()
+    assert hooks[f"{path}:stop:1:0"]["trustStatus"] == "modified"
+    assert hooks[f"{path}:session_start:0:0"]["trustStatus"] == "trusted"

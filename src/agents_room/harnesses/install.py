@@ -26,7 +26,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Write or merge the agents-room MCP server entry and hooks into a harness's configuration. "
         "Other entries are kept; running it twice changes nothing. Claude Code: .mcp.json and "
         ".claude/settings.json (project), or ~/.claude.json and ~/.claude/settings.json (user). Codex: "
-        "~/.codex/config.toml. Gemini CLI: .gemini/settings.json (or ~/.gemini/settings.json). Cursor: "
+        "~/.codex/config.toml and ~/.codex/hooks.json. Gemini CLI: .gemini/settings.json (or ~/.gemini/settings.json). Cursor: "
         ".cursor/mcp.json and .cursor/hooks.json (or under ~/.cursor).",
     )
     p.add_argument("harness", choices=list(HARNESSES))
