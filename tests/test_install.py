@@ -317,3 +317,23 @@ def test_every_harness_refuses_what_it_cannot_parse_in_one_line(home: Path, proj
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and str(path) in proc.stderr
     assert snapshot(project, home) == before  # nothing written, that file byte for byte
+
+
+def test_install_offers_exactly_the_registered_harnesses_each_speaking_the_interface() -> None:
+    """A harness is a module of agents_room/harnesses/ named in its registry: install's choices
+    come from there, and each module has the names install calls."""
+    import inspect
+
+    from agents_room.harnesses import registry
+
+    listed = subprocess.run([AGENTS_ROOM, "install", "--help"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "{" + ",".join(registry.HARNESSES) + "}" in listed.stdout, listed.stdout
+    assert set(registry.HARNESSES) == {"claude-code", "codex", "gemini", "cursor"}
+    for name in registry.HARNESSES:
+        module = registry.harness(name)
+        assert module.NAME == name and module.SCOPE in ("project", "user") and isinstance(module.CHANNEL, bool)
+        assert list(inspect.signature(module.plan).parameters) == ["scope", "root", "home", "exe", "hook", "channel",
+                                                                   "store"], name
+        assert isinstance(module.by_name(module.SCOPE), bool) and isinstance(
+            module.notes(module.SCOPE, dry_run=True, on_path=True), list)
+    assert [n for n in registry.HARNESSES if registry.harness(n).CHANNEL] == ["claude-code"]
