@@ -58,6 +58,10 @@ MUTANTS = (
     Mutant("shared-beside-exclusive", "mutants.leases:shared_ignores_exclusive",
            "a shared claim does not look for an exclusive holder",
            ("lease-exclusive",), ("lease-windows",)),
+    Mutant("spelling-keyed", "mutants.spellings:spelling_keyed",
+           "paths keyed by the caller's spelling (abspath, no symlink resolved): one file reached through a "
+           "symlink is two leases",
+           ("lease-exclusive",), ("lease-windows",)),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

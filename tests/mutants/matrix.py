@@ -120,6 +120,9 @@ class Facts:
     tokens_increasing: bool  # every grant and renewal's token above all earlier ones, store-wide
     windows: int  # the black box's holding windows
     overlaps: int  # the black box's overlapping windows (violations)
+    # files claimed through two spellings of their path or more (a repository's ``spellings``),
+    # from the paths the agents sent: 0 means the run never exercised one file, two paths
+    files_spelled_twice: int = 0
 
 
 def facts(out: Path, store: str | None = None) -> Facts:
@@ -129,9 +132,16 @@ def facts(out: Path, store: str | None = None) -> Facts:
     from agents_room.store import Store
     from sim.check import blackbox
     from sim.check.history import pairs, read
+    from sim.check.identity import Spellings
+    from sim.run.layout import Layout, read_spellings
 
     history = read(out / "history.jsonl.gz")
+    spellings = read_spellings(Layout(out))
     claims = [(i, d) for i, d in pairs(history) if i["f"] == "lease_claim"]
+    respell = Spellings(spellings).path
+    ways: dict[str, set[str]] = {}
+    for i, _ in claims:
+        ways.setdefault(respell(i["value"]["path"]), set()).add(i["value"]["path"])
     answered = [d["value"] for _, d in claims if d["type"] == "ok"]
     with Store.open(store or out / "store" / "room.db") as opened:
         events = opened.events(0, 10_000_000)
@@ -146,11 +156,11 @@ def facts(out: Path, store: str | None = None) -> Facts:
         elif e.kind == "lease_grant" and e.path in expired:
             regrants += 1
             expired.discard(e.path)  # type: ignore[arg-type]
-    box = blackbox.check(history)
+    box = blackbox.check(history, spellings)  # windows per file, whichever spelling named it
     return Facts(
         claims=len(claims), grants=sum(1 for v in answered if v["ok"]), denials=sum(1 for v in answered if not v["ok"]),
         events=dict(kinds), shared_grants=sum(1 for e in grants if e.payload["mode"] == "shared"),
         exclusive_grants=sum(1 for e in grants if e.payload["mode"] == "exclusive"), regrants_after_expiry=regrants,
         tokens_increasing=all(a < b for a, b in zip(tokens, tokens[1:])), windows=box.windows,
-        overlaps=len(box.overlaps),
+        overlaps=len(box.overlaps), files_spelled_twice=sum(1 for spelled in ways.values() if len(spelled) > 1),
     )

@@ -4,7 +4,8 @@ again, releases, renewals, broadcasts), once calling the store in-process and on
 ``agents-room serve`` over stdio, each on both engines: a SQLite file, and PostgreSQL (the
 throwaway cluster of tests/pgcluster.py, a fresh schema, ``sim run --store postgresql://...``).
 The verdict must be valid, and the counts must show the work really happened: a regression
-that checked nothing would pass too.
+that checked nothing would pass too. Some agents reach their repository through a symlink
+(``spellings``), so one file is claimed by two paths, and must still have one lease.
 
 PostgreSQL runs the same two scenarios (8 s and 5 s already: short, and still long enough for
 expiry and re-grant with 1-2 s leases). Its agents share the two cores with a server process
@@ -60,6 +61,9 @@ def assert_worked(f: Facts, *, claims: int, grants: int, releases: int, renewals
     assert f.tokens_increasing, "fencing tokens did not increase in commit order"
     assert f.windows >= windows and f.overlaps == 0, f  # the black box, from the history alone
     assert f.events.get("send", 0) > 0 and f.events.get("delivery", 0) > 0, f
+    # Both scenarios give some agents the repository through a symlink ([[repos]] spellings):
+    # one file claimed by two spellings, or the run never tested that a file has one lease.
+    assert f.files_spelled_twice >= 1, f
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,0 +1,57 @@
+"""A store that keys paths by the caller's spelling, as stores did before paths were canonical:
+``abspath`` against the session's cwd, no symlink resolved, so two spellings of one file (a
+symlink to a folder above the checkout) are two leases, two read baselines, two ``file:``
+targets. Opened by the simulator's direct driver as ``factory(db, busy_timeout_s=...)``.
+
+The store puts every path it keys by through one rule, ``agents_room.store.paths.canonical``
+(and ``paths.glob`` for a ``file:`` glob); the mutant swaps both for the spelling as written.
+Before it opens the store it proves the swap took, on a symlink of its own: a store that
+resolved symlinks somewhere the mutant does not reach would make it test nothing, so that
+fails to build instead.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+from agents_room.store import Store, bounds
+
+from .mutation import MutationError, rebind
+
+# The store's canonical-path rules the mutant replaces (agents_room/store/paths.py).
+RULES = ("canonical", "glob")
+
+
+def as_spelled(path: str) -> str:
+    """The spelling as the caller wrote it (already made absolute by the store)."""
+    return path
+
+
+def respell() -> None:
+    """Every canonical-path rule of the store replaced by :func:`as_spelled`, wherever it was
+    imported; then proved on a real symlink."""
+    from agents_room.store import paths
+
+    for name in RULES:
+        shipped = getattr(paths, name, None)
+        if shipped is None:
+            raise MutationError(f"agents_room.store.paths.{name} is gone: the mutant no longer knows the store's rule")
+        if shipped is not as_spelled:
+            setattr(paths, name, as_spelled)
+            rebind(shipped, as_spelled)
+    with tempfile.TemporaryDirectory() as d:
+        real = os.path.join(os.path.realpath(d), "real")
+        os.mkdir(real)
+        os.symlink(real, os.path.join(d, "link"))
+        spelled = os.path.join(d, "link", "x.py")
+        if bounds.path(spelled, "/") != os.path.abspath(spelled):
+            raise MutationError(f"bounds.path still resolves {spelled} to {bounds.path(spelled, '/')}: the store "
+                                "canonicalises somewhere the mutant does not reach")
+
+
+def spelling_keyed(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store with paths keyed by spelling."""
+    respell()
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
