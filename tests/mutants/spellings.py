@@ -24,8 +24,9 @@ from .mutation import MutationError, rebind
 RULES = ("canonical", "glob")
 
 
-def as_spelled(path: str) -> str:
-    """The spelling as the caller wrote it (already made absolute by the store)."""
+def as_spelled(path: str, *_how: object) -> str:
+    """The spelling as the caller wrote it (already made absolute by the store), whatever
+    else the rule is told (e.g. a folder already known canonical)."""
     return path
 
 
