@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 from agents_room.store import Clock, Store
 
 import pgcluster  # noqa: E402 (tests/ is on sys.path: rootdir conftest)
+import slowness  # noqa: E402
 from pgrequire import pytest_runtest_makereport  # noqa: E402, F401 (a PostgreSQL skip fails in CI)
 
 settings.register_profile(
@@ -31,6 +32,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return len(os.sched_getaffinity(0)) + 1
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``slow`` the tests measured slow (tests/slow.txt, tests/slowness.py), so that
+    ``-m "not slow"`` is the fast core whatever the test's own marks."""
+    slow = slowness.listed()
+    for item in items:
+        if slowness.base(item.nodeid) in slow:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True)
