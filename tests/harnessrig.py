@@ -14,13 +14,14 @@ Teardown ends every process a test started and fails the test if one survives.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,8 @@ from egress import Egress
 from harnesscli import binary, git_project, scratch_home
 from terminal import Terminal
 
+import agents_room
+from agents_room.harnesses import codex_hooks
 from agents_room.store import Store
 from sim.harness.clis import Launch, prepare
 from sim.harness.model import ScriptedAgent, ScriptedModel
@@ -68,16 +71,9 @@ class Rig:
 
     def rewrite_hooks(self, launch: Launch, hook_entry: str) -> None:
         """Point every hook command install wrote at ``hook_entry``."""
-        shipped = str(Path(__import__("agents_room").__file__).parent / "hook_entry.py")
-        files = [launch.project / ".claude" / "settings.local.json", launch.home / ".gemini" / "settings.json",
-                 launch.project / ".gemini" / "settings.json", launch.home / ".codex" / "hooks.json",
-                 launch.home / ".codex" / "config.toml"]
-        changed = 0
-        for path in files:
-            if path.exists() and shipped in path.read_text():
-                path.write_text(path.read_text().replace(shipped, hook_entry))
-                changed += 1
-        assert changed, f"{launch.name}: no hook command naming {shipped} in {[str(f) for f in files]}"
+        shipped = str(Path(agents_room.__file__).parent / "hook_entry.py")
+        edited = edit_hooks(launch, lambda event, command: command.replace(shipped, hook_entry))
+        assert edited, f"{launch.name}: no hook command names {shipped}"
 
     def turn(self, launch: Launch, prompt: str) -> Turn:
         turn = launch.start_turn(prompt)
@@ -97,8 +93,6 @@ class Rig:
                               timeout=60, cwd=launch.project, env=launch.env)
         answered = time.time()
         assert done.returncode == 0, f"agents-room send: {done.stderr}"
-        import json
-
         return int(json.loads(done.stdout)["message_id"]), answered
 
     def peer_send(self, to: str, subject: str, body: str = "") -> tuple[int, float]:
@@ -160,6 +154,52 @@ def rig() -> Iterator[Rig]:
         left = made.close()
         shutil.rmtree(root, ignore_errors=True)
         assert not left, "; ".join(left)
+
+
+def hook_files(launch: Launch) -> list[Path]:
+    """Where install wrote ``launch``'s hooks."""
+    return {"claude-code": [launch.project / ".claude" / "settings.local.json"],
+            "gemini": [launch.project / ".gemini" / "settings.json", launch.home / ".gemini" / "settings.json"],
+            "codex": [launch.home / ".codex" / "hooks.json"]}[launch.harness]
+
+
+def edit_hooks(launch: Launch, edit: Callable[[str, str], str]) -> int:
+    """Rewrite each hook command install wrote for ``launch`` (``edit(event, command)``); how
+    many changed. Codex runs a hook only while its hash is trusted: the hashes install wrote
+    into config.toml are replaced by the edited hooks' own, as install computes them."""
+    changed = 0
+    for path in hook_files(launch):
+        if not path.exists():
+            continue
+        before = path.read_text()
+        data = json.loads(before)
+        for event, groups in (data.get("hooks") or {}).items():
+            for group in groups:
+                for hook in group.get("hooks", []):
+                    new = edit(event, hook["command"])
+                    changed += new != hook["command"]
+                    hook["command"] = new
+        after = json.dumps(data, indent=2)
+        path.write_text(after)
+        if launch.harness == "codex":
+            config = launch.home / ".codex" / "config.toml"
+            text = config.read_text()
+            old, new = codex_hooks.trusted(path, before), codex_hooks.trusted(path, after)
+            for key, digest in old.items():
+                assert digest in text, f"{config} does not trust {key}"
+                text = text.replace(digest, new[key])
+            config.write_text(text)
+    return changed
+
+
+def mark_turn_end(launch: Launch, marker: Path) -> None:
+    """Make the end-of-turn hooks (Gemini CLI's AfterAgent, Codex's and Claude Code's Stop but
+    the asyncRewake waiter) touch ``marker`` once they answered, with their exit code and output
+    unchanged: the test's sign that the harness ran the end of its turn."""
+    ends = {"AfterAgent", "Stop"}
+    edited = edit_hooks(launch, lambda event, command: command if event not in ends or "--wait" in command
+                        else f"{command}; code=$?; touch {marker}; exit $code")
+    assert edited, f"{launch.name}: no end-of-turn hook to mark"
 
 
 def joined_session(agent: ScriptedAgent, request_index: int = 1) -> str:

@@ -77,12 +77,22 @@ class Terminal:
     def keys(self, *keys: str) -> None:
         self._tmux("send-keys", *keys)
 
-    def type(self, text: str, *, timeout: float = 30.0) -> None:
+    def type(self, text: str, *, submitted: Callable[[], bool] | None = None, timeout: float = 30.0) -> None:
         """Type ``text``, then press Enter once the screen shows it: a TUI that sees the Enter in
-        the same burst takes it for part of a paste (Codex), and would not submit."""
+        the same burst takes it for part of a paste (Codex), and would not submit. Where the
+        Enter may still land in a paste window on a loaded machine (Gemini CLI's), ``submitted``
+        tells whether the line went: if not within a third of ``timeout``, Enter once more."""
         self._tmux("send-keys", "-l", "--", text)
         self.wait_screen(text, what=f"the typed line {text!r}", timeout=timeout)
         self.keys("Enter")
+        if submitted is None:
+            return
+        deadline = time.monotonic() + timeout / 3
+        while not submitted():
+            if time.monotonic() >= deadline:
+                self.keys("Enter")
+                return
+            time.sleep(0.1)
 
     def _remember(self) -> None:
         # Every process the session ever ran: a hook that Claude Code starts in the background

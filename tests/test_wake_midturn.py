@@ -1,10 +1,11 @@
 """Mail sent to an agent during its turn reaches its model before the turn ends, through the
 levers we install, in the real harness they are for: Claude Code's PostToolUse and Stop hooks,
-Codex's Stop hook, Gemini CLI's AfterAgent; and a resumed Claude Code session's SessionStart.
-Each test asserts what the model was shown (the request after the send holds the message's
-subject) and what the store says (the delivery announced).
+Codex's PostToolUse and Stop hooks, Gemini CLI's AfterTool and AfterAgent; and mail that came
+between two turns, through a resumed Claude Code session's SessionStart. Each test asserts what
+the model was shown (the request after the send holds the message's subject) and what the
+store says (the delivery announced, still unread).
 
-A broken lever must fail these checks: the Stop-hook turn is run again against a copy of the
+A broken lever must fail these checks: the Claude Code turn is run again against a copy of the
 hook whose Stop never blocks, and the same check is asserted to catch it.
 """
 
@@ -149,8 +150,10 @@ def test_a_stop_hook_that_never_blocks_fails_the_check(rig: Rig, tmp_path: Path)
     assert case.agent.requests[-1].reply == Say("done")  # the turn ended on the model's answer
 
 
-def test_gemini_after_agent_shows_mail_sent_mid_turn(rig: Rig) -> None:
-    case = run_mid_turn(rig, "gemini", "carol")
-    check_shown_before_end(rig, case, case.before_tool, "AfterTool")
-    check_shown_before_end(rig, case, case.at_end, "AfterAgent")
+@pytest.mark.parametrize("harness", ["codex", "gemini"])
+def test_codex_and_gemini_show_mail_sent_mid_turn_at_the_next_tool_and_at_the_end(rig: Rig, harness: str) -> None:
+    case = run_mid_turn(rig, harness, f"mid-{harness}")
+    check_shown_before_end(rig, case, case.before_tool, "PostToolUse" if harness == "codex" else "AfterTool")
+    ended = check_shown_before_end(rig, case, case.at_end, "Stop hook" if harness == "codex" else "AfterAgent")
+    assert case.agent.requests[-1] is ended  # never blocked twice
 
