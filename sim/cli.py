@@ -31,8 +31,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=number(0, 2**63 - 1, whole=True), metavar="N", help="the workload seed (overrides [run] seed)")
     run.add_argument("--scale", type=number(1, 100, whole=True), metavar="N", help="N times each repo's agents "
                      "(after --agents), each behaving the same: a fitted scenario (sim fit) at N times its traffic")
-    run.add_argument("--driver", choices=("direct", "mcp"), help="direct: the store in-process; mcp: a real "
-                     "`agents-room serve` per agent over stdio")
+    run.add_argument("--driver", choices=("direct", "mcp", "harness"), help="direct: the store in-process; mcp: a "
+                     "real `agents-room serve` per agent over stdio; harness: a real harness CLI per agent "
+                     "([[repos]] harnesses) whose scripted model plays the workload")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots (seconds per run); report.json "
                      "and report.md are still written")

@@ -158,6 +158,10 @@ def _run(scenario: Scenario, out: Path, *, live: bool, console: Any, store: Path
         if with_plots:
             data["plots"].append(hostreport.plot(data["hosts"], runner.layout.out, faults, outcome.start_ns,
                                                  scenario.run.duration_s))
+    if scenario.run.driver == "harness":  # per harness: mail to the model, the hooks' calls, CPU and memory
+        from .report import harness as harnessreport
+
+        data["harnesses"] = harnessreport.compute(runner.layout.out, records, runner.layout.db_file)
     if scenario.fitted is not None and outcome.drained is not None:
         data["fit"] = _against_fitted(scenario, runner.layout.db, outcome.wall_start)
     outcome.timings["report_s"] = time.monotonic() - mark

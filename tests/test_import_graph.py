@@ -31,7 +31,7 @@ SIM_MAY_IMPORT: dict[str, set[str]] = {
     "sim.fit": {"sim.scenario"},
     "sim.hosts": {"sim.scenario"},
     "sim.faults": {"sim.scenario", "sim.check"},
-    "sim.run": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults"},
+    "sim.run": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.harness"},
     "sim.report": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.fit"},
     "sim.pipeline": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.fit"},
     "sim.bench": {"sim.scenario", "sim.check", "sim.hosts", "sim.faults", "sim.run", "sim.report", "sim.pipeline",

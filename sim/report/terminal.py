@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import fitted, hosts
+from . import fitted, harness, hosts
 from . import postgres as pgreport
 from .writer import driver_words, ms_text
 
@@ -50,4 +50,5 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
         console.print("plots: skipped (--no-plots)")
     console.print(f"verdict: [bold {color}]{d['verdict']}[/]   report: {escape(d['out'])}/report.md")
     hosts.print_table(d.get("hosts"), console)
+    harness.print_table(d.get("harnesses"), console)
     fitted.print_table(d.get("fit"), console)

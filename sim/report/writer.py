@@ -261,6 +261,10 @@ def markdown(d: dict[str, Any]) -> str:
     lines += ["## Store", "", f"{store} {run['events']:,} events; {run['history_records']:,} history records; "
               f"{run['drain_ops']:,} reads in the final drain.", "",
               *(_img(d, "postgres.png", "PostgreSQL") if d.get("postgres") else _img(d, "wal.png", "WAL size"))]
+    if d.get("harnesses"):  # the harness driver: real CLIs
+        from .harness import markdown as harness_lines
+
+        lines += harness_lines(d["harnesses"])
     lines += ["## What the harness costs", "", _cost_words(c), ""]
     lines += ["## Plots", "", *_img(d, "latency.png", "latency over time"),
               *_img(d, "throughput.png", "throughput over time"), *_img(d, "percentiles.png", "percentiles"),
@@ -378,6 +382,10 @@ def _fault_lines(summary: dict[str, Any] | None) -> list[str]:
 
 
 def _cost_words(c: dict[str, Any]) -> str:
+    if c["driver"] == "harness":
+        return (f"The agent processes (workload, history, file edits, the scripted model) took "
+                f"**{c['agents_cpu_s']:.1f} CPU s** from the start signal to exit; each CLI's own tree (the CLI, its "
+                f"`agents-room serve`, its hooks) is under Real harnesses. The runner took {c['runner_cpu_s']:.1f} s.")
     where = ("inside store calls, in the agent processes" if c["driver"] == "direct"
              else "in the `agents-room serve` processes (store and MCP server)")
     client = "workload, history, file edits" if c["driver"] == "direct" else "workload, history, file edits, MCP client"

@@ -9,9 +9,10 @@ per-process histories, the store (read back for its events), ``samples.jsonl``.
   its driver, its CPU);
 - ``workload``: what an agent does next (pure, seeded); ``drivers``: how it reaches the
   store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
+  ``harnessdriver``: ``harness``, a real CLI whose scripted model the workload plays;
 - ``progress``: the live display.
 
 Imports from sim: ``scenario``, ``check`` (the history file format), ``hosts`` (the
-simulated host an agent runs on) and ``faults`` (the agent's side of fault injection: the
-saboteur, the shared clock).
+simulated host an agent runs on), ``faults`` (the agent's side of fault injection: the
+saboteur, the shared clock) and ``harness`` (the scripted model and the CLIs).
 """

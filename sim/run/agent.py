@@ -32,9 +32,8 @@ from . import workload
 from .agentconfig import Config
 from .agentproc import children_cpu_s, self_cpu_s, start_driver
 from .drivers import SIM_LEVER, Driver, OpError, open_driver
-from .workload import Held, Known, Op
+from .workload import Known, Op
 
-MAX_UNACKED = 200
 # An idle agent's wake lever looks this many times, a retry window apart, with no tool call between.
 IDLE_LOOKS = 5
 
@@ -70,6 +69,12 @@ class Agent:
 
     def _open_driver(self) -> Driver:
         run = self.scn.run
+        if self.cfg.harness:  # a real CLI whose model this process plays (never started again)
+            from .harnessdriver import HarnessDriver
+
+            return HarnessDriver(agent=self.cfg.agent, harness=self.cfg.harness, cwd=self.cfg.cwd, db=self.cfg.db,
+                                 out=str(Path(self.cfg.history_dir).parent), op_timeout_s=run.op_timeout_s,
+                                 startup_timeout_s=run.startup_timeout_s)
         return start_driver(lambda: open_driver(
             self.cfg.driver or run.driver, db=self.cfg.db, cwd=self.cfg.cwd, env=self.cfg.env,
             busy_timeout_s=run.busy_timeout_s, op_timeout_s=run.op_timeout_s, http_url=self.cfg.http_url))
@@ -89,6 +94,9 @@ class Agent:
         if "body" in shown:  # the body's size, not its bytes: histories stay small
             shown["body_bytes"] = len(shown.pop("body"))
         self.last_error = ""
+        poise = getattr(self.driver, "poise", None)
+        if poise is not None and f != "edit":  # a harness: invoked when its model makes the call
+            poise()
         self.writer.write("invoke", f, shown, extra=extra)
         try:
             result = self.driver.call(f, args) if f != "edit" else self._edit(args)
@@ -115,8 +123,9 @@ class Agent:
     # -- operations --------------------------------------------------------------------------------
 
     def _join_args(self) -> dict[str, Any]:
-        args = {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent,
-                "harness": "sim", "harness_key": self.cfg.harness_key}
+        args = {"extra_rooms": list(self.cfg.rooms), "tags": list(self.cfg.tags), "label": self.cfg.agent}
+        if not self.cfg.harness:  # a real harness's server names its harness and key itself
+            args.update(harness="sim", harness_key=self.cfg.harness_key)
         if self.cfg.wake_lever:
             args["wake_lever"] = SIM_LEVER
         return args
@@ -235,45 +244,7 @@ class Agent:
         return True
 
     def _learn(self, f: str, args: dict[str, Any], got: dict[str, Any] | None) -> None:
-        k = self.known
-        held = k.held
-        if f == "lease_claim" and got and got["ok"]:
-            held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
-        elif f == "lease_renew" and got:
-            held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
-        elif f in ("lease_release", "lease_renew") and (got is not None or self.last_error == "lease_not_held"):
-            held = {p: h for p, h in held.items() if p != args["path"]}
-        unacked = k.unacked
-        if f == "msg_recv" and got:
-            unacked = (unacked + tuple(got["message_ids"]))[-MAX_UNACKED:]
-        elif f == "msg_ack":
-            unacked = tuple(m for m in unacked if m != args["message_id"])
-        reads = k.reads
-        if f == "note_read" and got:  # oldest read first: a re-read moves the path to the end
-            reads = tuple(p for p in reads if p != args["path"]) + (args["path"],)
-        contested = k.contested
-        if f == "lease_claim" and got and not got["ok"] and args["path"] in reads:
-            contested = (tuple(p for p in contested if p != args["path"]) + (args["path"],))[-10:]
-        elif f in ("drift_check", "note_read"):
-            contested = tuple(p for p in contested if p != args["path"])
-        peers = k.peers
-        if f == "room_who" and got:
-            peers = tuple(s for s in got["sessions"] if s and s != self.session)
-        stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
-        seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
-        mine = (k.got + tuple(got["message_ids"]))[-200:] if f == "msg_recv" and got else k.got
-        mine = (mine + (got["message_id"],))[-200:] if f == "msg_send" and got else mine
-        first = k.first_sharer
-        if f == "lease_check" and got:  # listed first of several sharers: upgrade it next (workload)
-            holders = got["holders"]
-            if len(holders) > 1 and holders[0][0] == self.session and holders[0][1] == "shared":
-                first = args["path"]
-            elif first == args["path"]:
-                first = None
-        elif f == "lease_claim" and first == args["path"]:
-            first = None  # upgraded, or denied: once
-        acked = (k.acked + (args["message_id"],))[-10:] if f == "msg_ack" and got is not None else k.acked
-        self.known = Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested, first, acked)
+        self.known = workload.learn(self.known, f, args, got, self.session, self.last_error)
 
     # -- phases ------------------------------------------------------------------------------------
 
@@ -340,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(cfg.cwd)
     # Past a file size limit (the disk-full fault) a write must fail with EFBIG, not kill us.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    agent = Agent(cfg)
+    try:
+        agent = Agent(cfg)
+    except Exception as exc:  # noqa: BLE001 - e.g. a harness CLI that is missing: said, not a traceback
+        traceback.print_exc()
+        print(f"error {type(exc).__name__}: {exc}", flush=True)
+        return 1
     control = Control(sys.stdin, agent.saboteur)
     try:
         for _ in range(20):
@@ -367,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
         agent.driver.close()
         if not direct:
             store_cpu = agent.driver.cpu_s()
+        if agent.driver.name == "harness":  # the CLI's tree is not the store's: the report gives it per harness
+            store_cpu = store_go = 0.0
         cpu = self_cpu_s()
         # Figures from "go" on leave out start-up (imports, spawning the server, joining).
         status = {"drained": drained, "why": why, "cpu_s": cpu, "store_cpu_s": store_cpu, "work_cpu_s": cpu - cpu_go,
@@ -382,6 +360,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         agent.writer.close()
+        if agent.driver.name == "harness":  # its CLI ends with it, whatever happened
+            agent.driver.close(wait=False)
 
 
 if __name__ == "__main__":

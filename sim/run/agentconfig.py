@@ -32,6 +32,7 @@ class Config:
     http_url: str | None = None  # the http driver: its host's agents-room serve --http for its repo
     autonomy: str | None = None  # the level it joins at (its repo's); None: drawn with rejoin, else the default
     wake_lever: bool = False  # it joins with the simulator's wake lever (drivers.SIM_LEVER)
+    harness: str | None = None  # the harness driver: the CLI that makes its calls (claude-code, codex, gemini)
 
     @classmethod
     def load(cls, path: str) -> Config:

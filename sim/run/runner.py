@@ -34,6 +34,10 @@ _FOREIGN_ENV = ("AGENTS_ROOM_HARNESS_KEY", "CLAUDE_CODE_SESSION_ID", "CLAUDECODE
                 "CODEX_THREAD_ID", "AGENTS_ROOM_TOKEN")
 
 
+# What a harness agent takes beyond its start-up bound to install agents-room for its CLI.
+HARNESS_GRACE_S = 30.0
+
+
 class RunAborted(RuntimeError):
     """The run could not be carried out (an agent failed to start, a timeout): no verdict."""
 
@@ -116,6 +120,8 @@ class Runner:
             "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),
             "env": server_env, **self.agent_config,
         }
+        if self.scn.run.driver == "harness":  # a real CLI makes its calls: the repo's harness for it
+            cfg["harness"] = repo.harness_of(position)
         cfg_path = self.layout.out / "agents" / f"{name}.g{generation}.json"
         cfg_path.write_text(json.dumps(cfg, indent=1))
         env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
@@ -200,7 +206,10 @@ class Runner:
             broken = [a for a in self.agents if a.state in ("error", "exited") and a.state not in states]
             if broken:
                 raise RunAborted(f"{broken[0].name} {broken[0].state} while {what}: {broken[0].error}")
-            limit = max([deadline, *(a.spawned_at + self.scn.run.startup_timeout_s for a in self.agents
+            # A harness agent's own wait for its CLI is bounded by startup_timeout_s once the CLI
+            # is installed and started: the agent says what it waited for, given the time to.
+            grace = HARNESS_GRACE_S if self.scn.run.driver == "harness" else 0.0
+            limit = max([deadline, *(a.spawned_at + self.scn.run.startup_timeout_s + grace for a in self.agents
                                      if a.state == "starting" and a.popen.poll() is None)])
             if stall_s is not None:
                 limit = max(limit, max(a.moved_at for a in self.agents) + stall_s)
@@ -320,6 +329,12 @@ class Runner:
                 if a.popen.poll() is None:
                     a.popen.kill()
                     a.popen.wait()
+            if run.driver == "harness":  # the CLIs of agents that did not end their own
+                from .harnessdriver import end_leftovers
+
+                left = end_leftovers(self.layout.out / "harness")
+                if left:
+                    print(f"ended the CLIs agents left running: {', '.join(left)}", file=sys.stderr)
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         runner_cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         live = [a for a in self.agents if a.state != "killed"]

@@ -180,6 +180,8 @@ def _send(kind: str, w: Workload, files: Files, known: Known, rng: random.Random
     return Op("msg_send", args, kind)
 
 
+# The most unacked message ids an agent keeps in mind (the oldest go first).
+MAX_UNACKED = 200
 # A session send's target that stands for the agent's own session id (``Agent.perform`` puts it in).
 SELF = "@self"
 # A room no agent ever joins: leaving it must be refused (invalid_argument).
@@ -333,6 +335,49 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         args = {"retry_s": w.wake_retry_s, "answer": rng.choice(WAKE_ANSWERS)}
         return Op("wake", args, choice.removeprefix("wake").removeprefix("_"))
     return _more(w, files, known, choice, rng)
+
+
+def learn(k: Known, f: str, args: dict[str, Any], got: dict[str, Any] | None, session: str | None,
+          last_error: str) -> Known:
+    """What the agent knows after ``f`` answered ``got`` (None: it failed, with ``last_error``)."""
+    held = k.held
+    if f == "lease_claim" and got and got["ok"]:
+        held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
+    elif f == "lease_renew" and got:
+        held = {**held, args["path"]: Held(got["mode"], got["token"], got["expires_at"])}
+    elif f in ("lease_release", "lease_renew") and (got is not None or last_error == "lease_not_held"):
+        held = {p: h for p, h in held.items() if p != args["path"]}
+    unacked = k.unacked
+    if f == "msg_recv" and got:
+        unacked = (unacked + tuple(got["message_ids"]))[-MAX_UNACKED:]
+    elif f == "msg_ack":
+        unacked = tuple(m for m in unacked if m != args["message_id"])
+    reads = k.reads
+    if f == "note_read" and got:  # oldest read first: a re-read moves the path to the end
+        reads = tuple(p for p in reads if p != args["path"]) + (args["path"],)
+    contested = k.contested
+    if f == "lease_claim" and got and not got["ok"] and args["path"] in reads:
+        contested = (tuple(p for p in contested if p != args["path"]) + (args["path"],))[-10:]
+    elif f in ("drift_check", "note_read"):
+        contested = tuple(p for p in contested if p != args["path"])
+    peers = k.peers
+    if f == "room_who" and got:
+        peers = tuple(s for s in got["sessions"] if s and s != session)
+    stale = tuple(p for p in k.stale if p != args.get("path")) if f in ("lease_renew", "lease_release") else k.stale
+    seen = (k.seen + tuple(got["message_ids"]))[-50:] if f == "room_history" and got else k.seen
+    mine = (k.got + tuple(got["message_ids"]))[-200:] if f == "msg_recv" and got else k.got
+    mine = (mine + (got["message_id"],))[-200:] if f == "msg_send" and got else mine
+    first = k.first_sharer
+    if f == "lease_check" and got:  # listed first of several sharers: upgrade it next (workload)
+        holders = got["holders"]
+        if len(holders) > 1 and holders[0][0] == session and holders[0][1] == "shared":
+            first = args["path"]
+        elif first == args["path"]:
+            first = None
+    elif f == "lease_claim" and first == args["path"]:
+        first = None  # upgraded, or denied: once
+    acked = (k.acked + (args["message_id"],))[-10:] if f == "msg_ack" and got is not None else k.acked
+    return Known(held, reads, unacked, peers, k.now, stale, seen, mine, contested, first, acked)
 
 
 def body(n_bytes: int, tag: str) -> str:

@@ -25,7 +25,10 @@ from .totoml import to_toml
 
 __all__ = ["OPERATIONS", "Scenario", "ScenarioError", "Think", "load", "parse", "to_toml"]
 
-Driver = Literal["direct", "mcp"]
+Driver = Literal["direct", "mcp", "harness"]
+DRIVERS = ("direct", "mcp", "harness")
+# The CLIs the harness driver runs (sim/harness/clis.py), each an agent's harness.
+HARNESSES = ("claude-code", "codex", "gemini")
 Mode = Literal["closed", "open"]
 
 # The operation mix: the weight names a scenario may use, in report order.
@@ -70,6 +73,13 @@ class Repo:
     # How many ways its agents spell its path: 2 or more gives some of them the repository
     # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
     spellings: int = 1
+    # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
+    # empty, the three in HARNESSES.
+    harnesses: tuple[str, ...] = ()
+
+    def harness_of(self, k: int) -> str:
+        names = self.harnesses or HARNESSES
+        return names[k % len(names)]
 
 
 @dataclass(frozen=True)
@@ -162,8 +172,9 @@ class Scenario:
         if seed is not None:
             run = dataclasses.replace(run, seed=int(seed))
         if driver is not None:
-            run = dataclasses.replace(run, driver=choice("--driver", driver, ("direct", "mcp")))
+            run = dataclasses.replace(run, driver=choice("--driver", driver, DRIVERS))
             _check_wake(self.repos, self.workload, run)
+            _check_harness(self.repos, run, self.faults, self.hosts)
         plan = self.hosts
         if hosts is not None:
             if plan is None:
@@ -199,7 +210,7 @@ def _read_run(t: Table) -> Run:
     run = Run(
         duration_s=t.number("duration_s", Run.duration_s, 0.5, 86_400),
         seed=t.integer("seed", Run.seed, 0, 2**63 - 1),
-        driver=t.choice("driver", Run.driver, ("direct", "mcp")),
+        driver=t.choice("driver", Run.driver, DRIVERS),
         busy_timeout_s=t.number("busy_timeout_s", Run.busy_timeout_s, 0.05, 60),
         op_timeout_s=t.number("op_timeout_s", Run.op_timeout_s, 0.5, 600),
         startup_timeout_s=t.number("startup_timeout_s", Run.startup_timeout_s, 5, 3600),
@@ -229,7 +240,10 @@ def _read_repo(data: Any, i: int) -> Repo:
         autonomy=_level(t, "autonomy"),
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
+        harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
+    for h in repo.harnesses:
+        choice(f"[repos.{i}] harnesses", h, HARNESSES)
     t.done()
     return repo
 
@@ -325,6 +339,7 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     fitted = read_fitted(top.sub("fitted")) if "fitted" in top.data else None
     host_plan = read_hosts(top.sub("hosts"))
     check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
+    _check_harness(repos, run, faults, host_plan)
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":
@@ -348,6 +363,21 @@ def _check_wake(repos: tuple[Repo, ...], w: Workload, run: Run) -> None:
     wake = [k for k, v in w.mix if k in WAKE_KEYS and v > 0]
     if wake:
         raise ScenarioError(f"[workload.mix] {wake[0]}: wake ops need driver = \"direct\", not {run.driver!r}")
+
+
+def _check_harness(repos: tuple[Repo, ...], run: Run, faults: Any, hosts: Any) -> None:
+    """``harnesses`` are the harness driver's; that driver runs real CLIs on this machine, with
+    no fault of the nemesis's and no simulated hosts."""
+    named = [r.name for r in repos if r.harnesses]
+    if run.driver != "harness":
+        if named:
+            raise ScenarioError(f"[repos] harnesses: only the harness driver runs CLIs (repos {named}); "
+                                f"use driver = \"harness\", not {run.driver!r}")
+        return
+    if faults.kinds():
+        raise ScenarioError(f"[faults] {faults.kinds()[0]}: the harness driver runs no faults")
+    if hosts is not None:
+        raise ScenarioError("[hosts]: the harness driver runs its CLIs on this machine, not on simulated hosts")
 
 
 def load(path: str | Path) -> Scenario:

@@ -77,7 +77,7 @@ def test_an_unknown_key_is_named_with_its_table(where: str, text: str, words: st
     (GOOD.replace("agents = 3", "agents = 2.5"), "[repos.0] agents: must be an integer, got number"),
     (GOOD.replace('rooms = ["team"]', 'rooms = "team"'), "[repos.0] rooms: must be a list, got string"),
     (GOOD.replace('rooms = ["team"]', 'rooms = ["Team!"]'), "[repos.0] rooms: 'Team!' is not a valid room name"),
-    (GOOD.replace("[run]", "[run]\ndriver = \"http\""), "[run] driver: must be one of direct, mcp, got 'http'"),
+    (GOOD.replace("[run]", "[run]\ndriver = \"http\""), "[run] driver: must be one of direct, mcp, harness, got 'http'"),
     (GOOD + "\n[workload]\nlease_ttl_s = [2, \"x\"]\n", "[workload] lease_ttl_s: must be an integer from 0 to 86400"),
 ])
 def test_a_wrong_type_is_named(text: str, words: str) -> None:
