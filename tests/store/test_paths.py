@@ -57,6 +57,27 @@ def test_the_canonical_path_resolves_what_exists_and_keeps_what_does_not(real: P
     assert paths.named("/l/x.py", "/l/x.py", "/r/x.py") == "/l/x.py (the same file as /r/x.py)"
 
 
+def test_the_canonical_path_is_what_realpath_says_of_every_shape(real: Path, link: Path) -> None:
+    """paths.canonical asks the kernel (an O_PATH descriptor's /proc link) where it can: it must
+    agree with os.path.realpath on every shape of path, existing or not."""
+    top = real.parent.parent
+    (real / "src" / "alias.py").symlink_to("x.py")
+    (real / "src" / "dangling").symlink_to("nowhere")
+    (top / "loop").symlink_to(top / "loop")
+    os.mkfifo(real / "fifo")
+    shapes = ["/", str(top), str(link), f"{link}/src/x.py", f"{link}/src/alias.py", f"{link}/src/dangling",
+              f"{link}/src/dangling/z.py", f"{link}/src/new/deep/z.py", f"{link}/src/x.py/under",
+              f"{top}/loop/a.py", f"{real}/fifo", f"{top}/nothing", "/proc/self"]
+    assert [paths.canonical(p) for p in shapes] == [os.path.realpath(p) for p in shapes]
+    assert paths.canonical(f"{link}/src/") == f"{real}/src/"
+    # beneath a folder known canonical (a session's cwd), only what lies beneath is looked up
+    (real / "src" / "inner").symlink_to(top / "real" / "repo" / "lib")
+    below = [f"{real}/src/x.py", f"{real}/src/alias.py", f"{real}/src/dangling", f"{real}/src/new/z.py",
+             f"{real}/src/x.py/under", f"{real}/src/inner/y.py", f"{real}/src/inner/new.py", f"{real}/fifo"]
+    assert [paths.canonical(p, str(real)) for p in below] == [os.path.realpath(p) for p in below]
+    assert paths.found_canonical(str(real)) and not paths.found_canonical(str(link))
+
+
 # -- two spellings of one repository ------------------------------------------------------------------
 
 

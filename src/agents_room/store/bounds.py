@@ -211,7 +211,12 @@ def _fits(normal: str) -> str:
 def path(value: Any, cwd: str) -> str:
     """The canonical path of ``value`` against the session's cwd (store/paths.py): the one
     name of the file, whichever spelling the caller used."""
-    return _fits(paths.canonical(spelling(value, cwd)))
+    return _canonical(spelling(value, cwd), cwd)
+
+
+def _canonical(spelled: str, cwd: str) -> str:
+    # A relative path is looked up beneath its cwd alone when that cwd is canonical.
+    return _fits(paths.canonical(spelled, cwd if cwd and paths.found_canonical(cwd) else ""))
 
 
 def lease_paths(value: Any, cwd: str) -> tuple[str, str]:
@@ -219,7 +224,7 @@ def lease_paths(value: Any, cwd: str) -> tuple[str, str]:
     (store/coverage.py): :func:`path` and :func:`spelling`, with a trailing ``/`` when the
     caller wrote one or the path is an existing directory (a directory lease)."""
     spelled = spelling(value, cwd)
-    where = coverage.lease_path(_fits(paths.canonical(spelled)), value)
+    where = coverage.lease_path(_canonical(spelled, cwd), value)
     return where, coverage.as_directory(spelled) if coverage.is_directory(where) else spelled
 
 

@@ -15,18 +15,88 @@ per file").
 from __future__ import annotations
 
 import os
+import stat
 
 SEP = "/"
 _MAGIC = frozenset("*?[")
+# Linux's descriptor that only names a file (never opened for reading: no FIFO waits, no
+# permission to read needed), whose /proc/self/fd link is the file's real path.
+_O_PATH = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
+# Folders this process found canonical or not (found_canonical), bounded: a store serving many
+# sessions (an HTTP server) sees as many cwds.
+_FOUND: dict[str, bool] = {}
+_FOUND_MAX = 4096
 
 
-def canonical(path: str) -> str:
+def canonical(path: str, real: str = "") -> str:
     """The canonical form of an absolute, normalised ``path`` (``os.path.abspath``'s): its
-    existing prefix resolved by ``os.path.realpath`` (non-strict: the part that does not
-    exist yet is kept as written, and a symlink loop is left as it is), with the trailing
-    ``/`` of a directory lease kept."""
-    real = os.path.realpath(path)
-    return real + SEP if path.endswith(SEP) and not real.endswith(SEP) else real
+    existing prefix resolved as ``os.path.realpath`` (non-strict) resolves it (the part that
+    does not exist yet is kept as written, and a symlink loop is left as it is), with the
+    trailing ``/`` of a directory lease kept. ``real``: a folder above ``path`` known to be
+    canonical (:func:`found_canonical`): only the components beneath it are looked up."""
+    bare = path.rstrip(SEP) or SEP
+    if real and bare.startswith(real.rstrip(SEP) + SEP):
+        resolved = _beneath(real.rstrip(SEP), bare)
+    else:
+        resolved = _real(bare)
+    return resolved + SEP if path.endswith(SEP) and not resolved.endswith(SEP) else resolved
+
+
+def found_canonical(folder: str) -> bool:
+    """Whether ``folder`` is canonical, found once per process: a session's cwd, made canonical
+    at its join, is asked on each of its calls (a session joined before paths were canonical
+    kept its cwd as given, until it rejoins). A folder turned into a symlink later is still
+    taken as found until the process ends; a rejoin makes its cwd afresh."""
+    found = _FOUND.get(folder)
+    if found is None:
+        if len(_FOUND) >= _FOUND_MAX:
+            _FOUND.clear()
+        found = _FOUND[folder] = canonical(folder) == folder
+    return found
+
+
+def _beneath(real: str, path: str) -> str:
+    """:func:`canonical` of ``path`` beneath the canonical folder ``real``: one ``lstat`` a
+    component until a name does not exist (the rest is as written) or one is a symlink (then
+    the whole path is resolved)."""
+    here = real
+    for part in path[len(real) + 1:].split(SEP):
+        here = here + SEP + part
+        try:
+            mode = os.lstat(here).st_mode
+        except FileNotFoundError:
+            return path
+        except OSError:
+            return _real(path)
+        if stat.S_ISLNK(mode):
+            return _real(path)
+    return path
+
+
+def _real(path: str) -> str:
+    """``os.path.realpath(path)``, in two system calls where the kernel can say it: the path
+    of an ``O_PATH`` descriptor of what exists (realpath's ``lstat`` of every component costs
+    about 30 us a call at seven components, on every lease call), and for a name not created
+    yet, its folder's real path and the name. Anything else (no ``O_PATH`` or ``/proc``, a
+    dangling symlink, a loop, a folder it may not search): ``os.path.realpath`` itself."""
+    if _O_PATH is None:
+        return os.path.realpath(path)
+    try:
+        fd = os.open(path, _O_PATH)
+    except FileNotFoundError:
+        head, name = os.path.split(path)
+        if head == path or os.path.lexists(path):
+            return os.path.realpath(path)  # a dangling symlink: realpath follows it
+        return os.path.join(_real(head), name)
+    except OSError:
+        return os.path.realpath(path)
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return os.path.realpath(path)
+    finally:
+        os.close(fd)
+    return real if real.startswith(SEP) else os.path.realpath(path)  # e.g. "anon_inode:[...]"
 
 
 def named(asked: str, spelled: str, path: str) -> str:
