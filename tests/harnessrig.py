@@ -15,7 +15,6 @@ Teardown ends every process a test started and fails the test if one survives.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -51,7 +50,8 @@ class Rig:
         self.egress = Egress()
         self.turns: list[Turn] = []
         self.terminals: list[Terminal] = []
-        self._peer: tuple[Store, str] | None = None
+        self._store: Store | None = None
+        self._peer: str | None = None
 
     def agent(self, harness: str, name: str, script: Script, *, channel: bool = False,
               hook_entry: str | None = None) -> tuple[ScriptedAgent, Launch]:
@@ -98,13 +98,20 @@ class Rig:
     def peer_send(self, to: str, subject: str, body: str = "") -> tuple[int, float]:
         """Another agent's msg_send (a session of this test process): the message id, and when
         msg_send answered (time.time())."""
+        store = self.peer_store()
         if self._peer is None:
-            store = Store.open(self.store)
-            joined = store.room_join(cwd=str(self.root), pid=os.getpid(), label="peer")
-            self._peer = (store, joined.session_id)
-        store, me = self._peer
-        sent = store.msg_send(me, to, subject, body)
+            self._peer = store.room_join(cwd=str(self.root), pid=None, label="peer").session_id
+        sent = store.msg_send(self._peer, to, subject, body)
         return sent.message_id, time.time()
+
+    def peer_store(self) -> Store:
+        """The rig's store, opened in this process (for other agents' calls). Join them with no
+        pid: this process is an ancestor of every CLI the rig starts, and a hook or the commit
+        guard that finds its session by the harness process among its ancestors would find
+        theirs too."""
+        if self._store is None:
+            self._store = Store.open(self.store)
+        return self._store
 
     def delivery(self, recipient: str, message_id: int) -> tuple[str, bool]:
         """The delivery's state and whether a hook or lever announced it, read from the file."""
@@ -137,8 +144,8 @@ class Rig:
             left += [f"{term.name}: pid {pid} outlived its session" for pid in term.close()]
         for turn in self.turns:
             turn.stop()
-        if self._peer:
-            self._peer[0].close()
+        if self._store is not None:
+            self._store.close()
         self.model.close()
         self.egress.close()
         return left
