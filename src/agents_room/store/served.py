@@ -10,10 +10,10 @@ run instead: any error (an unknown session, a bad path, a lease not held) is exp
 them, in a transaction of their own, exactly as without an engine's help; the engine's
 answer of that kind has changed nothing.
 
-The path of a call is made absolute against its session's cwd, which only the store knows:
-the cwd this process last saw for the session is sent with the call, and the engine
-refuses (``cwd``, nothing changed) a call made against another; then the call is made again
-against the cwd it answered. An absolute path needs none.
+The path of a call is made absolute and canonical (store/paths.py) against its session's cwd,
+which only the store knows: the cwd this process last saw for the session is sent with the
+call, and the engine refuses (``cwd``, nothing changed) a call made against another; then the
+call is made again against the cwd it answered. An absolute path needs none.
 """
 
 from __future__ import annotations
