@@ -92,7 +92,14 @@ class HarnessDriver:
             # checks) goes to the model's server as its proxy, which refuses it.
             proxy = f"http://127.0.0.1:{self.model.port}"
             env = {**launch.env, "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "http_proxy": proxy,
-                   "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+                   "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
+                   # Six CLIs starting at once on a busy machine start their servers slowly: the
+                   # room's server gets the run's start-up bound, not the CLI's default.
+                   "MCP_TIMEOUT": str(int(startup_timeout_s * 1000))}
+            if harness == "codex":
+                _patient_codex(self.home, startup_timeout_s)
+            if harness == "gemini":
+                _no_loop_detection(self.home)
             self.turn = Turn.start(agent, launch.turn_argv(PROMPT), cwd=Path(cwd), env=env, logs=self.folder / "cli")
         except BaseException:
             self.model.close()
@@ -215,6 +222,25 @@ class HarnessDriver:
         (self.folder / f"{self.agent}.json").write_text(json.dumps(figures))
         shutil.rmtree(self.home, ignore_errors=True)
         self.turn = None
+
+
+def _patient_codex(home: Path, startup_s: float) -> None:
+    """Codex's wait for the room's server to start (install's ``startup_timeout_sec``), the
+    run's start-up bound instead: a required server that starts late fails the whole turn."""
+    config = home / ".codex" / "config.toml"
+    text, n = re.subn(r"(?m)^startup_timeout_sec = \d+$", f"startup_timeout_sec = {int(startup_s)}", config.read_text())
+    if n != 1:
+        raise RuntimeError(f"{config}: expected one startup_timeout_sec of the room's server, found {n}")
+    config.write_text(text)
+
+
+def _no_loop_detection(home: Path) -> None:
+    """Gemini CLI stops a model that repeats one call with the same arguments (a drain's
+    ``msg_recv`` until empty does): the workload's repeats are the run's, not a stuck model's."""
+    settings = home / ".gemini" / "settings.json"
+    known = json.loads(settings.read_text())
+    known.setdefault("model", {})["disableLoopDetection"] = True
+    settings.write_text(json.dumps(known, indent=2))
 
 
 def answer_of(f: str, text: str) -> Any:

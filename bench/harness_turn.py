@@ -1,0 +1,151 @@
+"""What agents-room adds to a real turn, per harness: the same scripted turn with and without
+agents-room installed.
+
+The turn: a real CLI (Claude Code, Codex, Gemini CLI) in one headless turn against the
+scripted model on loopback (sim/harness), whose script is ``--calls`` calls of the harness's
+own shell tool (``true N``) and then the end of the turn. A shell call is the same with and
+without agents-room; what differs is what the installed hooks do around it (PostToolUse /
+AfterTool after each call; SessionStart, UserPromptSubmit / BeforeAgent and Stop / AfterAgent
+once a turn) and the room's MCP server beside the CLI. The time of one tool call is the gap
+between the model's request that made it and the next one, which brings its result: the
+harness running the tool and its hooks. The first ``WARMUP`` gaps of each turn are left out
+(the CLI and the server still settling).
+
+Turns alternate between the two setups (with, without, without, with, ...), so both see the
+same machine: on a busy machine compare the two columns of one run, not runs of different
+times. CPU per turn is the CLI's whole tree (its children waited for: the MCP server, the
+hooks); memory is the tree's largest resident set, sampled at each request.
+
+    .venv/bin/python bench/harness_turn.py [--calls 30] [--turns 4] [--harness claude-code codex gemini]
+
+Each turn has its own HOME under /var/tmp and store in a temporary folder (never ~/.agents-room);
+the CLIs come from $AGENTS_ROOM_NPM_CACHE. Nothing but the model leaves the machine: the CLIs'
+other traffic goes to the model's server as their proxy, which refuses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sim.harness import clis  # noqa: E402
+from sim.harness.model import ScriptedModel  # noqa: E402
+from sim.harness.script import Request, Say, Shell  # noqa: E402
+from sim.run.harnessdriver import HOME_ROOT, tree_rss_kib  # noqa: E402
+
+WARMUP = 2
+HARNESSES = ("claude-code", "codex", "gemini")
+
+
+def one_turn(model: ScriptedModel, harness: str, binary: str, root: Path, n: int, calls: int,
+             installed: bool) -> dict[str, Any]:
+    """One turn of ``calls`` shell calls; its gaps (ms), CPU s and largest RSS (KiB)."""
+    home = Path(tempfile.mkdtemp(prefix="bench-turn-", dir=HOME_ROOT))
+    project = root / f"{harness}-{n}"
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "README.md").write_text("# bench\n")
+    rss = [0]
+    turn_pid: list[int] = []
+
+    def policy(request: Request) -> Any:
+        if turn_pid:
+            rss[0] = max(rss[0], tree_rss_kib(turn_pid[0]))
+        made = sum(1 for r in agent.requests if isinstance(r.reply, list))
+        return [Shell(f"true {made}")] if made < calls else Say("done")  # never the same call: no loop detector
+
+    agent = model.agent(f"{harness.replace('-', '')}{n}", policy)
+    try:
+        launch = clis.prepare(harness, binary, home, project, str(root / f"room-{n}.db"), agent.url,  # type: ignore[arg-type]
+                              name=agent.name, scope="user", install=installed)
+        proxy = f"http://127.0.0.1:{model.port}"
+        extra = {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "http_proxy": proxy,
+                 "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        turn = launch.start_turn("Run `true` in the shell, again and again, until told to stop.", extra_env=extra)
+        turn_pid.append(turn.proc.pid)
+        try:
+            code = turn.wait(timeout=300)
+        finally:
+            turn.stop()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if code != 0 or agent.errors:
+            raise RuntimeError(f"{agent.name} ({harness}): exit {code}, {agent.errors}: {turn.output()[-800:]}")
+        results = [r for r in agent.requests if r.tool_results()]
+        if len(results) != calls:
+            raise RuntimeError(f"{agent.name} ({harness}): {len(results)} shell results for {calls} calls")
+        at = [r.at for r in agent.requests]
+        gaps = [(b - a) * 1000 for a, b in zip(at, at[1:], strict=False)][WARMUP:calls]
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        return {"gaps": gaps, "cpu_s": cpu, "rss_kib": rss[0]}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def measure(harnesses: list[str], calls: int, turns: int) -> list[dict[str, Any]]:
+    rows = []
+    root = Path(tempfile.mkdtemp(prefix="bench-harness-turn-"))
+    try:
+        with ScriptedModel() as model:
+            for harness in harnesses:
+                located = clis.locate(harness)  # type: ignore[arg-type]
+                if located.problem:
+                    raise SystemExit(f"{harness}: {located.problem}")
+                runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+                for k in range(turns):
+                    order = (True, False) if k % 2 == 0 else (False, True)  # ABBA: the same machine for both
+                    for installed in order:
+                        runs[installed].append(one_turn(model, harness, located.path, root, 2 * k + order.index(installed),
+                                                        calls, installed))
+                for installed in (False, True):
+                    gaps = np.asarray([g for r in runs[installed] for g in r["gaps"]])
+                    rows.append({"harness": harness, "agents_room": installed, "turns": turns, "calls": len(gaps),
+                                 "p50_ms": float(np.percentile(gaps, 50)), "p99_ms": float(np.percentile(gaps, 99)),
+                                 "cpu_s_per_turn": float(np.mean([r["cpu_s"] for r in runs[installed]])),
+                                 "rss_mib": max(r["rss_kib"] for r in runs[installed]) / 1024})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=30, help="shell calls per turn (default 30)")
+    parser.add_argument("--turns", type=int, default=4, help="turns per setup and harness (default 4)")
+    parser.add_argument("--harness", nargs="+", choices=HARNESSES, default=list(HARNESSES))
+    args = parser.parse_args()
+    if args.calls <= WARMUP or args.turns < 1:
+        parser.error(f"--calls must exceed {WARMUP} and --turns be at least 1")
+    load0 = os.getloadavg()
+    began = time.monotonic()
+    rows = measure(args.harness, args.calls, args.turns)
+    load1 = os.getloadavg()
+    print(f"{args.turns} turns x {args.calls} shell calls per setup and harness ({WARMUP} warm-up calls left out "
+          f"of each turn); {os.cpu_count()} cores, load {load0[0]:.1f} at the start and {load1[0]:.1f} at the end; "
+          f"{time.monotonic() - began:.0f} s")
+    print(f"{'harness':<12} {'agents-room':<11} {'calls':>5} {'p50 ms':>8} {'p99 ms':>8} {'CPU s/turn':>10} {'RSS MiB':>8}")
+    for r in rows:
+        print(f"{r['harness']:<12} {'installed' if r['agents_room'] else 'without':<11} {r['calls']:>5} "
+              f"{r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f} {r['cpu_s_per_turn']:>10.2f} {r['rss_mib']:>8.0f}")
+    print("added per tool call by agents-room (installed minus without, same run):")
+    for harness in args.harness:
+        on, off = (next(r for r in rows if r["harness"] == harness and r["agents_room"] is i) for i in (True, False))
+        print(f"  {harness:<12} p50 {on['p50_ms'] - off['p50_ms']:+.1f} ms, p99 {on['p99_ms'] - off['p99_ms']:+.1f} ms, "
+              f"CPU {on['cpu_s_per_turn'] - off['cpu_s_per_turn']:+.2f} s per turn (the room's server's start "
+              f"included), memory {on['rss_mib'] - off['rss_mib']:+.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
