@@ -15,6 +15,7 @@ Teardown ends every process a test started and fails the test if one survives.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -52,6 +53,7 @@ class Rig:
         self.terminals: list[Terminal] = []
         self._store: Store | None = None
         self._peer: str | None = None
+        self.peer_sent: list[int] = []  # message ids, in order
 
     def agent(self, harness: str, name: str, script: Script, *, channel: bool = False,
               hook_entry: str | None = None) -> tuple[ScriptedAgent, Launch]:
@@ -102,6 +104,7 @@ class Rig:
         if self._peer is None:
             self._peer = store.room_join(cwd=str(self.root), pid=None, label="peer").session_id
         sent = store.msg_send(self._peer, to, subject, body)
+        self.peer_sent.append(sent.message_id)
         return sent.message_id, time.time()
 
     def peer_store(self) -> Store:
@@ -161,6 +164,21 @@ def rig() -> Iterator[Rig]:
         left = made.close()
         shutil.rmtree(root, ignore_errors=True)
         assert not left, "; ".join(left)
+
+
+def mutant_hook(tmp: Path, pattern: str, replacement: str) -> str:
+    """A copy of the installed package with one deliberate bug: the one place matching
+    ``pattern`` (a regular expression; exactly one in the package, or the test fails) rewritten
+    as ``replacement``. Returns the copy's hook command file (hook_entry.py), which runs the
+    copy's hook and store."""
+    copy = tmp / "mutant" / "agents_room"
+    shutil.copytree(Path(agents_room.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    found = re.compile(pattern)
+    hits = [(p, m) for p in copy.rglob("*.py") for m in found.finditer(p.read_text())]
+    assert len(hits) == 1, f"{pattern!r} matches {len(hits)} places in the package, not one: {hits}"
+    path = hits[0][0]
+    path.write_text(found.sub(replacement, path.read_text()))
+    return str(copy / "hook_entry.py")
 
 
 def hook_files(launch: Launch) -> list[Path]:

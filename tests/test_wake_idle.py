@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harnessrig import Rig, mark_turn_end, rig  # noqa: F401 (the fixture)
+from harnessrig import Rig, mark_turn_end, mutant_hook, rig  # noqa: F401 (the fixture)
 from terminal import Terminal
 
 from sim.harness.clis import Launch
@@ -47,7 +47,7 @@ class Idle:
 
 
 def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, env: dict[str, str] | None = None,
-                 extra: list[str] = ()) -> Idle:
+                 extra: list[str] = (), hook_entry: str | None = None) -> Idle:
     """An interactive session that joined the room at ``wake`` in its first turn and ended it."""
 
     joined: list[bool] = []
@@ -63,7 +63,7 @@ def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, en
             return [ToolCall("room_join", {"autonomy": "wake"})]
         return Say("joined, waiting" if "room_join" in results else "on it")
 
-    agent, launch = rig.agent(harness, name, policy, channel=channel)
+    agent, launch = rig.agent(harness, name, policy, channel=channel, hook_entry=hook_entry)
     marker = rig.root / f"{name}.turn-ended"
     if harness != "claude-code":  # (Claude Code's idle sign is its waiter's marker)
         mark_turn_end(launch, marker)
@@ -96,12 +96,12 @@ def wait_idle_claude(rig: Rig, idle: Idle) -> None:
         time.sleep(0.1)
 
 
-def woken(rig: Rig, idle: Idle, subject: str, lever: str) -> tuple[Request, float]:
+def woken(rig: Rig, idle: Idle, subject: str, lever: str, *, timeout: float = WAKE_S) -> tuple[Request, float]:
     """Mail from a peer to the idle session; the model request that holds it and the latency
     from msg_send's answer to that request."""
     count = len(idle.agent.requests)
     message, sent_at = rig.peer_send(idle.session, subject, "please look")
-    shown = asked_after(idle, lambda r: subject in r.text(), f"a request holding {subject!r} ({lever})")
+    shown = asked_after(idle, lambda r: subject in r.text(), f"a request holding {subject!r} ({lever})", timeout)
     assert len(idle.agent.requests) > count and shown.at >= sent_at
     latency = shown.at - sent_at
     print(f"\n{lever}: msg_send answered -> model request {latency * 1000:.0f} ms")
@@ -134,6 +134,18 @@ def test_an_idle_claude_code_is_woken_by_the_async_rewake_stop_hook(rig: Rig) ->
     shown, _ = woken(rig, idle, "frank idle news", "asyncRewake")
     assert "Stop hook" in shown.text()  # Claude Code wraps the waiter's output as its Stop hook's
     idle.term.wait_screen("on it", what="the woken turn's answer", timeout=WAKE_S)
+
+
+def test_a_waiter_that_signals_but_never_exits_2_fails_the_check(rig: Rig, tmp_path: Path) -> None:
+    # The waiter marks the mail offered and prints it, but exits 0: Claude Code starts no turn.
+    silent = mutant_hook(tmp_path, r"return 2\n", "return 0\n")
+    idle = idle_session(rig, "claude-code", "ivan", hook_entry=silent)
+    wait_idle_claude(rig, idle)
+    with pytest.raises(AssertionError, match="nothing matched within"):
+        woken(rig, idle, "ivan idle news", "asyncRewake", timeout=QUIET_S)
+    # the mutant did signal (the store has the mail offered and told): only its exit code is wrong
+    assert rig.delivery(idle.session, rig.peer_sent[-1]) == ("offered", True)
+
 
 
 def test_an_idle_claude_code_is_woken_by_the_channel(rig: Rig) -> None:

@@ -12,16 +12,13 @@ hook whose Stop never blocks, and the same check is asserted to catch it.
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harnessrig import Rig, rig  # noqa: F401 (the fixture)
+from harnessrig import Rig, mutant_hook, rig  # noqa: F401 (the fixture)
 
-import agents_room
 from sim.harness.clis import Launch
 from sim.harness.model import ScriptedAgent
 from sim.harness.process import Turn
@@ -109,18 +106,6 @@ def check_shown_before_end(rig: Rig, case: MidTurn, sent: Sent, lever: str) -> R
     return shown
 
 
-def mutant_hook(tmp: Path) -> str:
-    """A copy of the installed package whose Stop never blocks (the news is marked told and
-    nothing is said): the hook command of the copy."""
-    copy = tmp / "mutant" / "agents_room"
-    shutil.copytree(Path(agents_room.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    pattern = re.compile(r'return \{"decision": "block", "reason": [^\n]*\}')
-    hits = [p for p in copy.rglob("*.py") if pattern.search(p.read_text())]
-    assert len(hits) == 1, f"the Stop hook's block answer is in {hits}, not one file"
-    hits[0].write_text(pattern.sub("return None", hits[0].read_text()))
-    return str(copy / "hook_entry.py")
-
-
 def test_claude_code_shows_mail_at_the_next_tool_at_stop_and_at_the_next_session_start(rig: Rig) -> None:
     case = run_mid_turn(rig, "claude-code", "alice")
     shown = check_shown_before_end(rig, case, case.before_tool, "PostToolUse")
@@ -143,7 +128,9 @@ def test_claude_code_shows_mail_at_the_next_tool_at_stop_and_at_the_next_session
 
 
 def test_a_stop_hook_that_never_blocks_fails_the_check(rig: Rig, tmp_path: Path) -> None:
-    case = run_mid_turn(rig, "claude-code", "bob", hook_entry=mutant_hook(tmp_path))
+    # the news is marked told at Stop, and nothing is said
+    never_blocks = mutant_hook(tmp_path, r'return \{"decision": "block", "reason": [^\n]*\}', "return None")
+    case = run_mid_turn(rig, "claude-code", "bob", hook_entry=never_blocks)
     check_shown_before_end(rig, case, case.before_tool, "PostToolUse")  # the rest of the hook still works
     with pytest.raises(AssertionError, match="no model request after the send held"):
         check_shown_before_end(rig, case, case.at_end, "Stop hook")
