@@ -30,18 +30,15 @@ def test_a_waiter_for_the_write_lock_and_the_writes_are_seen(pg_url: str) -> Non
             holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
             waiting = threading.Thread(target=lambda: waiter.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,)))
             waiting.start()
-            for _ in range(100):
-                during = sampler.once()
-                if during["pg_lock_waits"]:
-                    break
+            deadline = time.monotonic() + 30  # until the waiter is seen waiting, however slow the machine
+            while not (during := sampler.once())["pg_lock_waits"] and time.monotonic() < deadline:
+                time.sleep(0.01)
             holder.execute("COMMIT")
             waiting.join(timeout=10)
         # A backend hands its commit counts to pg_stat_database at most once a second while it
         # runs, and all of them as it exits, which the client's close does not wait for.
-        for _ in range(40):
-            after = sampler.once()
-            if after["pg_commits"] - before["pg_commits"] >= 20:
-                break
+        deadline = time.monotonic() + 30
+        while (after := sampler.once())["pg_commits"] - before["pg_commits"] < 20 and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         sampler.stop()
