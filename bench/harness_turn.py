@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from sim.harness import clis  # noqa: E402
 from sim.harness.model import ScriptedModel  # noqa: E402
 from sim.harness.script import Request, Say, Shell  # noqa: E402
-from sim.run.harnessdriver import HOME_ROOT, tree_rss_kib  # noqa: E402
+from sim.run.harnesshome import HOME_ROOT, tree_rss_kib  # noqa: E402
 
 WARMUP = 2
 HARNESSES = ("claude-code", "codex", "gemini")

@@ -9,7 +9,8 @@ per-process histories, the store (read back for its events), ``samples.jsonl``.
   its driver, its CPU);
 - ``workload``: what an agent does next (pure, seeded); ``drivers``: how it reaches the
   store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
-  ``harnessdriver``: ``harness``, a real CLI whose scripted model the workload plays;
+  ``harnessdriver``: ``harness``, a real CLI whose scripted model the workload plays (``harnesshome``:
+  its HOME's settings, its process tree);
 - ``progress``: the live display.
 
 Imports from sim: ``scenario``, ``check`` (the history file format), ``hosts`` (the

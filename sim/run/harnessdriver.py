@@ -19,21 +19,21 @@ runs through a counting wrapper: one line per run), and the CLI tree's CPU and m
 from __future__ import annotations
 
 import json
-import os
 import re
+import resource
 import shutil
 import tempfile
 import threading
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from ..harness import clis
 from ..harness.model import ScriptedModel
-from ..harness.process import Turn, descendants
+from ..harness.process import Turn
 from ..harness.script import Request, Say, ToolCall, ToolResult
 from .drivers import OpError, digest
+from .harnesshome import HOME_ROOT, count_hooks, no_loop_detection, patient_codex, tree_cpu_s, tree_rss_kib
 
 PROMPT = "Work in this repository with the room's tools, one call at a time, until you are told to stop."
 # A message's subject in the workload (Agent.perform): the agent's name and its send count.
@@ -45,8 +45,8 @@ CODES = ("unknown_session", "invalid_argument", "lease_not_held", "not_recipient
 _ERROR = re.compile(r"^(?:<[^>]*>\s*)*(?:Error:\s*)?(" + "|".join(CODES) + r"):\s*(.*)", re.S)
 # How often the CLI tree's memory is sampled (a /proc walk; the largest is reported).
 SAMPLE_EVERY_S = 1.0
-# The CLIs' HOMEs: Codex refuses to make helper binaries under /tmp.
-HOME_ROOT = "/var/tmp" if os.access("/var/tmp", os.W_OK) else tempfile.gettempdir()
+# How long a CLI may take to end its turn once told (the runner waits 30 s for the agent).
+EXIT_WAIT_S = 20.0
 # The end of the turn, answered to every request once the agent is done.
 DONE = Say("Done: the run is over.")
 
@@ -97,9 +97,10 @@ class HarnessDriver:
                    # room's server gets the run's start-up bound, not the CLI's default.
                    "MCP_TIMEOUT": str(int(startup_timeout_s * 1000))}
             if harness == "codex":
-                _patient_codex(self.home, startup_timeout_s)
+                patient_codex(self.home, startup_timeout_s)
             if harness == "gemini":
-                _no_loop_detection(self.home)
+                no_loop_detection(self.home)
+            self._children0 = _children_cpu_s()  # the installer's CPU is not the CLI's
             self.turn = Turn.start(agent, launch.turn_argv(PROMPT), cwd=Path(cwd), env=env, logs=self.folder / "cli")
         except BaseException:
             self.model.close()
@@ -212,10 +213,11 @@ class HarnessDriver:
             self._cond.notify_all()
         if wait:
             try:
-                self.turn.wait(timeout=self.op_timeout_s)
+                self.turn.wait(timeout=min(self.op_timeout_s, EXIT_WAIT_S))
+                # the whole tree, now waited for: the CLI and what it waited for (server, hooks)
+                figures["cli_cpu_s"] = max(figures["cli_cpu_s"], _children_cpu_s() - self._children0)
             except TimeoutError as exc:
                 figures["errors"].append(str(exc))
-        figures["cli_cpu_s"] = max(figures["cli_cpu_s"], tree_cpu_s(self.turn.proc.pid, exited=True))
         self.turn.stop()
         self.model.close()
         self._seen_file.close()
@@ -224,23 +226,9 @@ class HarnessDriver:
         self.turn = None
 
 
-def _patient_codex(home: Path, startup_s: float) -> None:
-    """Codex's wait for the room's server to start (install's ``startup_timeout_sec``), the
-    run's start-up bound instead: a required server that starts late fails the whole turn."""
-    config = home / ".codex" / "config.toml"
-    text, n = re.subn(r"(?m)^startup_timeout_sec = \d+$", f"startup_timeout_sec = {int(startup_s)}", config.read_text())
-    if n != 1:
-        raise RuntimeError(f"{config}: expected one startup_timeout_sec of the room's server, found {n}")
-    config.write_text(text)
-
-
-def _no_loop_detection(home: Path) -> None:
-    """Gemini CLI stops a model that repeats one call with the same arguments (a drain's
-    ``msg_recv`` until empty does): the workload's repeats are the run's, not a stuck model's."""
-    settings = home / ".gemini" / "settings.json"
-    known = json.loads(settings.read_text())
-    known.setdefault("model", {})["disableLoopDetection"] = True
-    settings.write_text(json.dumps(known, indent=2))
+def _children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def answer_of(f: str, text: str) -> Any:
@@ -260,104 +248,3 @@ def answer_of(f: str, text: str) -> Any:
     if isinstance(data, dict) and set(data) == {"result"}:  # a non-object return, wrapped
         return data["result"]
     return data
-
-
-def count_hooks(home: Path, log: Path) -> int:
-    """Put a counting wrapper in front of every installed hook command under ``home`` (the
-    interpreter of ``<python> -I -S .../hook_entry.py``): each run appends a line to ``log``
-    and then runs the hook as installed. Returns how many commands it wrapped."""
-    wrapper = home / "hook-counted"
-    pattern = re.compile(r"([^\s\"']+)( -I -S [^\s\"']*hook_entry\.py)")  # inside the file's own quotes
-    wrapped = 0
-    for path in [*home.rglob("*.json"), *home.rglob("*.toml")]:
-        if path.is_relative_to(home / ".cache") or not path.is_file():
-            continue
-        text = path.read_text(errors="replace")
-        found = pattern.search(text)
-        if not found:
-            continue
-        python = found.group(1)
-        if not wrapper.exists():
-            wrapper.write_text(f"#!/bin/sh\necho \"$(date +%s.%N) $*\" >> '{log}'\nexec '{python}' \"$@\"\n")
-            wrapper.chmod(0o755)
-        new, n = pattern.subn(lambda m: f"{wrapper}{m.group(2)}", text)
-        (json.loads if path.suffix == ".json" else tomllib.loads)(new)  # still the file it was: else raise
-        path.write_text(new)
-        wrapped += n
-        if path == home / ".codex" / "hooks.json":
-            _retrust(path, text, new)
-    return wrapped
-
-
-def _retrust(hooks: Path, old: str, new: str) -> None:
-    """Codex runs a hook only while config.toml holds the hash of its command as installed:
-    the hashes of the wrapped commands in place of the installed ones."""
-    from agents_room.harnesses.codex_hooks import trusted
-
-    config = hooks.parent / "config.toml"
-    text = config.read_text()
-    before, after = trusted(hooks, old), trusted(hooks, new)
-    for key, digest_ in before.items():
-        if digest_ not in text:
-            raise RuntimeError(f"{config}: no trust of {key} as installed to move to the wrapped hook")
-        text = text.replace(digest_, after[key])
-    config.write_text(text)
-
-
-def tree_cpu_s(pid: int, exited: bool = False) -> float:
-    """CPU seconds of ``pid`` and its live descendants, with their reaped children's
-    (``cutime``/``cstime``: the hooks that ran and exited)."""
-    ticks = 0
-    for p in [pid, *descendants(pid)]:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        ticks += sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def tree_rss_kib(pid: int) -> int:
-    """Resident memory of ``pid`` and its live descendants (the CLI, its MCP server, hooks)."""
-    total = 0
-    for p in [pid, *descendants(pid)]:
-        try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total
-
-
-def end_leftovers(folder: Path) -> list[str]:
-    """End every CLI a killed agent left (its session: the CLI, its MCP server, its hooks) and
-    remove its HOME; the agents that left one, by name (the runner calls this at a run's end)."""
-    left = []
-    for record in sorted(folder.glob("*.pid")) if folder.is_dir() else []:
-        data = json.loads(record.read_text())
-        members = session_members(int(data["pid"]))
-        for pid in members:
-            try:
-                os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
-        if members:
-            left.append(record.stem)
-        shutil.rmtree(data["home"], ignore_errors=True)
-    return left
-
-
-def session_members(sid: int) -> list[int]:
-    """Every live process of session ``sid`` (a CLI started in a session of its own), and their
-    descendants that made a session of their own."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[3]) == sid and fields[0] != "Z":
-                found.append(int(entry))
-    return sorted(set(found) | {d for p in found for d in descendants(p)})

@@ -330,7 +330,7 @@ class Runner:
                     a.popen.kill()
                     a.popen.wait()
             if run.driver == "harness":  # the CLIs of agents that did not end their own
-                from .harnessdriver import end_leftovers
+                from .harnesshome import end_leftovers
 
                 left = end_leftovers(self.layout.out / "harness")
                 if left:

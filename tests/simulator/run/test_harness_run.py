@@ -19,7 +19,8 @@ from harnesscli import binary
 
 from sim.harness.clis import CLIS
 from sim.run.drivers import OpError
-from sim.run.harnessdriver import answer_of, count_hooks
+from sim.run.harnessdriver import answer_of
+from sim.run.harnesshome import count_hooks
 
 ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = ROOT / "scenarios" / "real-harnesses.toml"
