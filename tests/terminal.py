@@ -14,12 +14,16 @@ died still shows why.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import pytest
+from harnesscli import REQUIRE_ENV
 
 from sim.harness.process import descendants
 
@@ -34,6 +38,11 @@ class Terminal:
 
     @classmethod
     def start(cls, name: str, argv: list[str], *, cwd: Path, env: dict[str, str]) -> Terminal:
+        if not shutil.which("tmux"):  # where .ci/run installed the CLIs, a missing tmux fails
+            missing = "tmux is not installed (apt-get install tmux)"
+            if os.environ.get(REQUIRE_ENV) == "1" or os.environ.get("CI") == "true":
+                pytest.fail(f"{name}: {missing}; .ci/run installs it")
+            pytest.skip(missing)
         socket = f"agents-room-{name}-{os.getpid()}-{time.monotonic_ns()}"
         fd, conf = tempfile.mkstemp(prefix="tmux-", suffix=".conf")
         with os.fdopen(fd, "w") as f:

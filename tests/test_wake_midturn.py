@@ -101,6 +101,7 @@ def check_shown_before_end(rig: Rig, case: MidTurn, sent: Sent, lever: str) -> R
         f"{case.agent.name}: no model request after the send held {sent.subject!r} ({lever}); "
         f"{len(case.agent.requests)} requests, the last one held: {case.agent.requests[-1].text()[-600:]!r}")
     assert shown.at <= case.ended, f"{case.agent.name}: the message reached the model after the turn ended"
+    print(f"\n{case.launch.harness} {lever}: send answered -> model request {(shown.at - sent.at) * 1000:.0f} ms")
     state, announced = rig.delivery(case.session, sent.message_id)
     assert announced and state == "stored", (state, announced)  # told, not read: msg_recv reads
     return shown
