@@ -1,6 +1,9 @@
-"""A throwaway PostgreSQL cluster for the tests (and bench/): initdb into a temporary folder,
-``pg_ctl start`` on a private Unix socket folder and a free loopback port, ``pg_ctl -m
-immediate stop`` at the end. Nothing of the machine's own clusters is touched.
+"""A throwaway PostgreSQL cluster for the tests (and bench/): a copy of an initialised data
+folder in a temporary folder, ``pg_ctl start`` on a private Unix socket folder and a free
+loopback port, ``pg_ctl -m immediate stop`` at the end. Nothing of the machine's own clusters
+is touched. The data folder is made by ``initdb`` once per machine, binaries and user
+(``agents-room-pgdata-template-*`` in the temporary folder, never started), and copied: a copy
+takes 0.16 s where initdb took 2.2 s on the loaded 2-core machine, for every cluster a run starts.
 
 ``fsync=off``: a throwaway cluster need not survive the machine's crash, and a kill -9 of the
 server still keeps every commit that reached the OS; every commit is still a real commit
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import pwd
 import shutil
@@ -35,6 +39,7 @@ from pathlib import Path
 REQUIRE_ENV = "AGENTS_ROOM_REQUIRE_POSTGRES"
 BINDIR_ENV = "AGENTS_ROOM_PG_BINDIR"  # the server binaries to use (a folder with initdb and pg_ctl)
 PREFIX = "agents-room-pg-"
+TEMPLATE = "agents-room-pgdata-template-"  # an initialised data folder, copied by each new cluster
 OWNER = "owner"  # "<pid> <start time in clock ticks>" of the process that started the cluster
 
 
@@ -157,11 +162,31 @@ class Cluster:
             if not reachable(_server_user(), self.bindir / "initdb"):
                 self.copied_bin.symlink_to(copy_install(self.bindir, self.root / "install", entry.pw_uid,
                                                         entry.pw_gid))
-        done = self._run("initdb", "-A", "trust", "-U", self.user, "--no-locale", "-E", "UTF8", "--no-sync",
-                         "-D", str(self.data))
-        if done.returncode:
-            raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
+        # A copy of the initialised data folder these binaries made for this user before: a copy
+        # takes a tenth of initdb's time, and every worker of a run starts a cluster.
+        subprocess.run(["cp", "-a", str(self._template()), str(self.data)], check=True)
         self.resume()
+
+    def _template(self) -> Path:
+        """The data folder ``initdb`` makes for these binaries and this user, made once per
+        machine (beside the clusters, under its own prefix: never reaped) and then only read."""
+        made = (self._bin() / "initdb").stat()  # the binaries by what they are, not where (a copy keeps its mtime)
+        key = hashlib.sha256(f"{made.st_mtime_ns}:{made.st_size}:{self.user}:{self.root.stat().st_uid}"
+                             .encode()).hexdigest()[:16]
+        template = Path(tempfile.gettempdir()) / f"{TEMPLATE}{key}"
+        if not (template / "data" / "PG_VERSION").exists():
+            making = Path(tempfile.mkdtemp(prefix=f"{TEMPLATE}{key}-making-"))
+            os.chown(making, self.root.stat().st_uid, self.root.stat().st_gid)
+            done = self._run("initdb", "-A", "trust", "-U", self.user, "--no-locale", "-E", "UTF8", "--no-sync",
+                             "-D", str(making / "data"))
+            if done.returncode:
+                shutil.rmtree(making, ignore_errors=True)
+                raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
+            try:
+                os.rename(making, template)  # whole or not at all; another process may have won
+            except OSError:
+                shutil.rmtree(making, ignore_errors=True)
+        return template / "data"
 
     def resume(self) -> None:
         """Start the server of an initialised cluster (again, after ``halt``)."""
