@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from harnesscli import scratch_home  # noqa: E402
 from harnessrig import Rig  # noqa: E402
-from test_wake_idle import WAKE_S, Idle, asked_after, idle_session, prepare_channel  # noqa: E402
+from test_wake_idle import WAKE_S, Idle, asked_after, channel_session, idle_session  # noqa: E402
 
 
 def waiter_pid(rig: Rig, idle: Idle, other_than: str | None) -> str:
@@ -52,7 +52,7 @@ def measure(lever: str, n: int) -> list[float]:
     rig = Rig(root)
     try:
         if lever == "channel":
-            idle = prepare_channel(rig, root / ".claude.json", {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": ""})
+            idle = channel_session(rig, "grace")
         else:
             idle = idle_session(rig, "claude-code", "frank")
         latencies, waiter = [], None

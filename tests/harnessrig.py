@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -166,11 +167,10 @@ def rig() -> Iterator[Rig]:
         assert not left, "; ".join(left)
 
 
-def mutant_hook(tmp: Path, pattern: str, replacement: str) -> str:
+def mutant_package(tmp: Path, pattern: str, replacement: str) -> Path:
     """A copy of the installed package with one deliberate bug: the one place matching
     ``pattern`` (a regular expression; exactly one in the package, or the test fails) rewritten
-    as ``replacement``. Returns the copy's hook command file (hook_entry.py), which runs the
-    copy's hook and store."""
+    as ``replacement``. Returns the folder holding the copy (for the import path)."""
     copy = tmp / "mutant" / "agents_room"
     shutil.copytree(Path(agents_room.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     found = re.compile(pattern)
@@ -178,7 +178,26 @@ def mutant_hook(tmp: Path, pattern: str, replacement: str) -> str:
     assert len(hits) == 1, f"{pattern!r} matches {len(hits)} places in the package, not one: {hits}"
     path = hits[0][0]
     path.write_text(found.sub(replacement, path.read_text()))
-    return str(copy / "hook_entry.py")
+    return copy.parent
+
+
+def mutant_hook(tmp: Path, pattern: str, replacement: str) -> str:
+    """The hook command file (hook_entry.py) of a :func:`mutant_package`: it runs the copy's
+    hook and store."""
+    return str(mutant_package(tmp, pattern, replacement) / "agents_room" / "hook_entry.py")
+
+
+def serve_from(launch: Launch, folder: Path) -> None:
+    """Make ``launch``'s CLI start ``agents-room serve`` from the package in ``folder`` (a
+    mutant): an ``agents-room`` of that package first on its PATH, where the installed server
+    entry finds it by name."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    script = bin_dir / "agents-room"
+    code = f"import sys; sys.path.insert(0, {str(folder)!r}); from agents_room.cli import main; sys.exit(main())"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -c {shlex.quote(code)} \"$@\"\n")
+    script.chmod(0o755)
+    launch.env["PATH"] = f"{bin_dir}:{launch.env['PATH']}"
 
 
 def hook_files(launch: Launch) -> list[Path]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from harnessrig import Rig, mark_turn_end, mutant_hook, rig  # noqa: F401 (the fixture)
+from harnessrig import Rig, mark_turn_end, mutant_hook, mutant_package, rig, serve_from  # noqa: F401 (rig)
 from terminal import Terminal
 
 from sim.harness.clis import Launch
@@ -34,7 +34,7 @@ WAKE_S = 30.0  # generous: measured wakes take well under 2 s
 # Codex and Gemini CLI: how long an idle session is watched for a request that must not come,
 # after the store decided the mail has no lever (an event). Measured Claude Code wakes are
 # under 1 s; this is many times that.
-QUIET_S = 8.0
+QUIET_S = 5.0
 READY = {"claude-code": "? for shortcuts", "codex": "Ask Codex to do anything", "gemini": "Type your message"}
 
 
@@ -47,7 +47,7 @@ class Idle:
 
 
 def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, env: dict[str, str] | None = None,
-                 extra: list[str] = (), hook_entry: str | None = None) -> Idle:
+                 extra: list[str] = (), hook_entry: str | None = None, server: Path | None = None) -> Idle:
     """An interactive session that joined the room at ``wake`` in its first turn and ended it."""
 
     joined: list[bool] = []
@@ -64,6 +64,8 @@ def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, en
         return Say("joined, waiting" if "room_join" in results else "on it")
 
     agent, launch = rig.agent(harness, name, policy, channel=channel, hook_entry=hook_entry)
+    if server is not None:
+        serve_from(launch, server)
     marker = rig.root / f"{name}.turn-ended"
     if harness != "claude-code":  # (Claude Code's idle sign is its waiter's marker)
         mark_turn_end(launch, marker)
@@ -77,7 +79,7 @@ def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, en
     joined = agent.wait_for(lambda r: any(t.name == "room_join" for t in r.tool_results()), what="room_join's answer",
                             timeout=START_S, stop=lambda: None if term.alive() else "the session exited")
     session = joined.result_of("room_join").data()["session_id"]
-    term.wait_screen("joined, waiting", what="the turn's last answer", timeout=WAKE_S)
+    term.wait_screen("joined, waiting", what="the turn's last answer", timeout=START_S)
     if harness != "claude-code":  # the end-of-turn hook is the turn's last step: until it ran, mail is mid-turn
         deadline = time.monotonic() + WAKE_S
         while not marker.exists():
@@ -149,25 +151,35 @@ def test_a_waiter_that_signals_but_never_exits_2_fails_the_check(rig: Rig, tmp_p
 
 
 def test_an_idle_claude_code_is_woken_by_the_channel(rig: Rig) -> None:
-    # The channel gate reads a feature flag that Claude Code keeps only with its nonessential
-    # traffic allowed (it then goes to the rig's refusing proxy): the flag is set in its cache.
-    state = rig.root / ".claude.json"
-    env = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": ""}
-    idle = prepare_channel(rig, state, env)
+    idle = channel_session(rig, "grace")
     assert lever_of(rig, idle.session) == "claude-channel"
     wait_idle_claude(rig, idle)
     shown, _ = woken(rig, idle, "grace idle news", "channel")
     assert '<channel source="room"' in shown.text()
-    assert rig.egress.attempts, "Claude Code sent nothing beyond its model: was its nonessential traffic on?"
 
 
-def prepare_channel(rig: Rig, state: Path, env: dict[str, str]) -> Idle:
-    flags = {"tengu_harbor": True}  # the channel feature, as Claude Code's flag cache names it
+def test_a_channel_that_pushes_under_another_name_fails_the_check(rig: Rig, tmp_path: Path) -> None:
+    # The server signals (the mail offered) and pushes, under a method Claude Code ignores.
+    misnamed = mutant_package(tmp_path, r'METHOD = "notifications/claude/channel"',
+                              'METHOD = "notifications/claude/channel_message"')
+    idle = channel_session(rig, "heidi", server=misnamed)
+    assert lever_of(rig, idle.session) == "claude-channel"
+    wait_idle_claude(rig, idle)
+    with pytest.raises(AssertionError, match="nothing matched within"):
+        woken(rig, idle, "heidi idle news", "channel", timeout=QUIET_S)
+    assert rig.delivery(idle.session, rig.peer_sent[-1]) == ("offered", True)
+
+
+def channel_session(rig: Rig, name: str, *, server: Path | None = None) -> Idle:
+    """An idle Claude Code on the channel. Its gate reads a feature flag that Claude Code keeps
+    only with its nonessential traffic allowed (it goes to the rig's refusing proxy): the flag
+    is set in Claude Code's cache of them."""
+    state = rig.root / ".claude.json"
     known = json.loads(state.read_text()) if state.exists() else {}
-    known["cachedGrowthBookFeatures"] = {**known.get("cachedGrowthBookFeatures", {}), **flags}
+    known["cachedGrowthBookFeatures"] = {**known.get("cachedGrowthBookFeatures", {}), "tengu_harbor": True}
     state.write_text(json.dumps(known))
-    return idle_session(rig, "claude-code", "grace", channel=True, env=env,
-                        extra=["--dangerously-load-development-channels", "server:room"])
+    return idle_session(rig, "claude-code", name, channel=True, env={"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": ""},
+                        extra=["--dangerously-load-development-channels", "server:room"], server=server)
 
 
 @pytest.mark.parametrize("harness", ["codex", "gemini"])
