@@ -63,6 +63,7 @@ def test_a_short_run_of_real_harnesses_is_valid_with_the_harness_tables(tmp_path
         assert r["model_requests"] >= r["tool_calls"], (name, r)  # one answer brought back per call, and the end
         assert r["hook_runs"] >= r["tool_calls"] / 2, (name, r)  # the installed hooks ran (PostToolUse/AfterTool)
         assert r["mail"] > 0 and r["mail_missed"] == 0, (name, r)  # every delivery reached the model in its turn
+        assert r["mail_via_hook"] > 0, (name, r)  # and the installed hooks brought some (an untrusted hook: none)
         assert r["mail_p50_ms"] is not None and r["cpu_s_per_agent"] > 0 and r["rss_mib_per_agent"] > 50, (name, r)
         assert not r["errors"], (name, r["errors"])
     md = (out / "report.md").read_text()
