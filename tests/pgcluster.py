@@ -165,7 +165,16 @@ class Cluster:
         # A copy of the initialised data folder these binaries made for this user before: a copy
         # takes a tenth of initdb's time, and every worker of a run starts a cluster.
         subprocess.run(["cp", "-a", str(self._template()), str(self.data)], check=True)
-        self.resume()
+        for attempt in range(3):
+            try:
+                self.resume()
+                return
+            except RuntimeError as exc:
+                if "could not bind" not in str(exc) or attempt == 2:
+                    raise
+                # the free port was taken between our look and the server's bind (another
+                # worker's server, any test's listener): another one
+                self.port = _free_port()
 
     def _template(self) -> Path:
         """The data folder ``initdb`` makes for these binaries and this user, made once per

@@ -93,3 +93,24 @@ def test_the_pgserver_wheel_binaries_run_the_store(monkeypatch: pytest.MonkeyPat
     finally:
         cluster.stop()
     assert not cluster.root.exists() and not alive(server)  # stopped by the copy's pg_ctl
+
+
+@pytest.mark.postgres_only
+def test_a_port_taken_before_the_server_binds_it_is_traded_for_another(pg_cluster, tmp_path: Path) -> None:
+    import socket
+    import tempfile
+
+    with socket.socket() as taken:  # what another worker's server does between our look and our bind
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        root = Path(tempfile.mkdtemp(prefix=pgcluster.PREFIX))
+        (root / pgcluster.OWNER).write_text(f"{os.getpid()} {pgcluster._started(os.getpid())}\n")
+        cluster = pgcluster.Cluster(pg_cluster.bindir, root, port, "agents")
+        try:
+            cluster.start()
+            assert cluster.port != port
+            pgcluster.wait_ready(cluster.url(), 10.0)
+            assert "could not bind" in (root / "log").read_text()  # the first start did meet the taken port
+        finally:
+            cluster.stop()
