@@ -198,8 +198,7 @@ class HarnessDriver:
         return {"agent": self.agent, "harness": self.harness, "tool_calls": self.calls,
                 "model_requests": self.requests, "side_requests": len(self.scripted.side_requests),
                 "cli_cpu_s": self.cpu_s(), "cli_rss_max_kib": self._rss_kib,
-                "wall_s": time.monotonic() - self._started, "errors": list(self.scripted.errors),
-                "refused": list(self.model.unhandled)}
+                "wall_s": time.monotonic() - self._started, "errors": list(self.scripted.errors)}
 
     def close(self, wait: bool = True) -> None:
         """End the turn (the model says it is done, to the Stop hook's continuation too), wait
