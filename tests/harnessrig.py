@@ -9,15 +9,18 @@ against one store, a person or a peer agent to send mail, and what the store say
     rig.delivery(session_id, message_id)        # (state, announced) in the store
 
 Every CLI's traffic beyond the model goes to a refusing proxy on loopback (tests/egress.py).
-Teardown ends every process a test started and fails the test if one survives.
+Teardown ends every process a test started (its sessions, its turns, then anything still
+running with the rig's HOME) and fails the test if one survives.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -148,11 +151,52 @@ class Rig:
             left += [f"{term.name}: pid {pid} outlived its session" for pid in term.close()]
         for turn in self.turns:
             turn.stop()
+        left += [f"pid {pid} ({what}) outlived the test" for pid, what in self._sweep()]
         if self._store is not None:
             self._store.close()
         self.model.close()
         self.egress.close()
         return left
+
+
+    def _sweep(self) -> list[tuple[int, str]]:
+        """Every process still running with the rig's HOME (a CLI's daemon that detached from
+        its parent, say): KILLed; those that are still there after it."""
+        mine = f"HOME={self.root}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                try:
+                    with open(f"/proc/{entry}/environ", "rb") as f:
+                        if mine in f.read().split(b"\0"):
+                            found.append(int(entry))
+                except OSError:
+                    continue
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and any(_running(p) for p in found):
+            time.sleep(0.05)
+        return [(p, _command(p)) for p in found if _running(p)]
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
 
 
 @pytest.fixture

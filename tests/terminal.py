@@ -34,6 +34,8 @@ class Terminal:
     def __init__(self, name: str, socket: str, config: Path) -> None:
         self.name, self.socket, self._config = name, socket, config
         self.pid = int(self._tmux("display-message", "-p", "#{pane_pid}").strip())
+        # tmux leaves its socket file behind when its server ends
+        self._socket_path = Path(self._tmux("display-message", "-p", "#{socket_path}").strip())
         self._seen: dict[int, str] = {}  # pid -> its start time: a pid is reused, the pair is not
 
     @classmethod
@@ -127,6 +129,7 @@ class Terminal:
                 time.sleep(0.05)
         subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
         self._config.unlink(missing_ok=True)
+        self._socket_path.unlink(missing_ok=True)
         return self._ours()
 
     def _ours(self) -> list[int]:
