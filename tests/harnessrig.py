@@ -1,5 +1,6 @@
-"""What the wake-lever tests share: a scripted model, real harness CLIs set up in scratch HOMEs
-against one store, a person or a peer agent to send mail, and what the store says of it.
+"""What the wake-lever tests share: a scripted model, real harness CLIs set up in one scratch
+HOME against one store, a person or a peer agent to send mail, what the store says of it, and
+copies of the package with one deliberate bug (a broken lever).
 
     rig.agent("claude-code", "alice", policy)   # (ScriptedAgent, Launch): installed, pointed at the model
     rig.turn(launch, "work")                    # a headless turn (ended at teardown if still running)
