@@ -162,8 +162,7 @@ class Cluster:
             if not reachable(_server_user(), self.bindir / "initdb"):
                 self.copied_bin.symlink_to(copy_install(self.bindir, self.root / "install", entry.pw_uid,
                                                         entry.pw_gid))
-        # A copy of the initialised data folder these binaries made for this user before: a copy
-        # takes a tenth of initdb's time, and every worker of a run starts a cluster.
+        # A copy of the data folder initdb made before: a tenth of initdb's time, for each cluster
         subprocess.run(["cp", "-a", str(self._template()), str(self.data)], check=True)
         for attempt in range(3):
             try:
@@ -191,6 +190,8 @@ class Cluster:
             if done.returncode:
                 shutil.rmtree(making, ignore_errors=True)
                 raise RuntimeError(f"initdb failed: {done.stderr.strip()}")
+            if not (template / "data" / "PG_VERSION").exists():  # a husk a temporary-file cleaner left
+                shutil.rmtree(template, ignore_errors=True)
             try:
                 os.rename(making, template)  # whole or not at all; another process may have won
             except OSError:

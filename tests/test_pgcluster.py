@@ -114,3 +114,36 @@ def test_a_port_taken_before_the_server_binds_it_is_traded_for_another(pg_cluste
             assert "could not bind" in (root / "log").read_text()  # the first start did meet the taken port
         finally:
             cluster.stop()
+
+
+def _own_root() -> Path:
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix=pgcluster.PREFIX))
+    (root / pgcluster.OWNER).write_text(f"{os.getpid()} {pgcluster._started(os.getpid())}\n")
+    return root
+
+
+@pytest.mark.postgres_only
+def test_a_template_a_temporary_file_cleaner_emptied_is_made_again(pg_cluster) -> None:
+    import shutil
+
+    first = pgcluster.Cluster(pg_cluster.bindir, _own_root(), pgcluster._free_port(), "emptied")
+    try:
+        first.start()
+        template = first._template().parent
+        assert (template / "data" / "PG_VERSION").exists()
+    finally:
+        first.stop()
+    try:
+        shutil.rmtree(template / "data")  # what is left once a cleaner took the old files
+        (template / "data").mkdir()
+        again = pgcluster.Cluster(pg_cluster.bindir, _own_root(), pgcluster._free_port(), "emptied")
+        try:
+            again.start()
+            pgcluster.wait_ready(again.url(), 10.0)
+            assert (template / "data" / "PG_VERSION").exists()
+        finally:
+            again.stop()
+    finally:
+        shutil.rmtree(template, ignore_errors=True)  # this user's template is this test's alone
