@@ -51,8 +51,15 @@ def test_a_short_run_of_real_harnesses_is_valid_with_the_harness_tables(tmp_path
     for cli in NAMES.values():
         binary(cli)  # skips where a CLI is missing, fails under CI
     out = tmp_path / "run"
+    # The shipped scenario with more broadcasts and fewer reads, so that however slowly a loaded
+    # machine runs the CLIs each agent is sent mail its hooks can announce before a read of its own.
+    text = SCENARIO.read_text()
+    assert "send_broadcast = 3\n" in text and "msg_recv = 8\n" in text
+    scenario = tmp_path / "real-harnesses.toml"
+    scenario.write_text(text.replace("send_broadcast = 3\n", "send_broadcast = 12\n").replace("msg_recv = 8\n",
+                                                                                               "msg_recv = 2\n"))
     # 3 agents spread over the two repos: alpha's first two (claude-code, codex), beta's first (gemini)
-    result = sim_run(str(SCENARIO), "--out", str(out), "--agents", "3", "--duration", "10", cwd=tmp_path, timeout=600)
+    result = sim_run(str(scenario), "--out", str(out), "--agents", "3", "--duration", "12", cwd=tmp_path, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
     assert report["verdict"] == "valid" and report["run"]["driver"] == "harness" and report["run"]["drained"]
