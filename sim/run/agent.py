@@ -313,9 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         agent = Agent(cfg)
-    except Exception as exc:  # noqa: BLE001 - e.g. a harness CLI that is missing: said, not a traceback
+    except Exception as exc:  # noqa: BLE001 - e.g. a missing harness CLI: one line to the runner, the traceback to the log
         traceback.print_exc()
-        print(f"error {type(exc).__name__}: {exc}", flush=True)
+        print(f"error {type(exc).__name__}: {' / '.join(str(exc).splitlines())}", flush=True)
         return 1
     control = Control(sys.stdin, agent.saboteur)
     try:

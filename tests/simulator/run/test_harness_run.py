@@ -208,3 +208,16 @@ def test_a_harness_scenario_that_cannot_run_is_refused_naming_the_key(change: tu
     with pytest.raises(ScenarioError) as caught:
         parse(text.replace(change[0], change[1], 1))
     assert said in str(caught.value)
+
+
+@pytest.mark.slow
+def test_a_missing_cli_ends_the_run_with_its_install_command(tmp_path: Path) -> None:
+    scenario = tmp_path / "failing.toml"
+    scenario.write_text(FAILING)
+    out = tmp_path / "run"
+    result = sim_run(str(scenario), "--out", str(out), cwd=tmp_path, timeout=300,
+                     env={"AGENTS_ROOM_NPM_CACHE": str(tmp_path / "empty")})
+    assert result.returncode == 2, (result.stdout + result.stderr)[-3000:]
+    reason = json.loads((out / "report.json").read_text())["invariants"]["reason"]
+    assert "a00 (claude-code): " in reason and "is missing (npm install --prefix " in reason, reason
+    assert "@anthropic-ai/claude-code)" in reason, reason
