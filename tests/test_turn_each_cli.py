@@ -85,3 +85,26 @@ def test_one_turn_joins_claims_sends_and_receives(harness: str, home: Path) -> N
     assert (mine.id, mine.body) == (sent["message_id"], f"from {harness}")
     assert "from the peer" in agent.requests[4].text()
     assert descendants(turn.proc.pid) == [] and not alive(turn.proc.pid)
+
+
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_an_interactive_session_in_tmux_takes_a_typed_prompt(harness: str, home: Path) -> None:
+    cli = binary(CLI[harness])
+    project = git_project(home / "proj")
+    with ScriptedModel() as model:
+        agent = model.agent(harness, [[ToolCall("room_join", {"label": "typed"})], Say("joined as typed")])
+        launch = prepare(harness, cli, home, project, str(home / "room.db"), agent.url, name=harness)  # type: ignore[arg-type]
+        session = launch.start_session()
+        try:
+            session.type("join the room")
+            joined = agent.wait_for(lambda r: any(t.name == "room_join" for t in r.tool_results()),
+                                    what="room_join's answer", timeout=120, stop=session.exited)
+            session.wait_screen("joined as typed", 60)
+            assert session.exited() is None  # idle at its prompt, not gone
+        finally:
+            session.stop()
+    assert "join the room" in agent.requests[0].text() and agent.errors == []
+    with Store.open(home / "room.db", create=False) as store:
+        [me] = [m for m in store.room_who() if m.session_id == joined.result_of("room_join").data()["session_id"]]
+    assert me.harness == harness
+    assert not alive(session.pane_pid) and descendants(session.pane_pid) == []

@@ -12,7 +12,7 @@ import itertools
 import json
 from typing import Any
 
-from .script import Call, Say, ScriptError, Shell, ToolResult
+from .script import Call, NotYet, Say, ScriptError, Shell, ToolResult
 
 SIDE_MODEL = "claude-haiku-4-5"
 _ids = itertools.count(1)
@@ -44,8 +44,11 @@ def offered(body: dict[str, Any]) -> set[str]:
     return {t.get("name", "") for t in body.get("tools") or []}
 
 
-def answer(reply: Say | list[Call], body: dict[str, Any]) -> tuple[str, bytes]:
-    """The reply as the Messages API streams it (or as one JSON message when not streamed)."""
+def answer(reply: Say | list[Call], body: dict[str, Any],
+           raw: tuple[tuple[str, dict[str, Any]], ...] = ()) -> tuple[str, bytes]:
+    """The reply as the Messages API streams it (or as one JSON message when not streamed);
+    ``raw``: calls of the harness's own tools by name, as they are. NotYet when the reply's
+    room tools are not offered yet and the harness can be asked to wait for them."""
     n = next(_ids)
     blocks: list[dict[str, Any]] = []
     if isinstance(reply, Say):
@@ -53,12 +56,17 @@ def answer(reply: Say | list[Call], body: dict[str, Any]) -> tuple[str, bytes]:
         stop = "end_turn"
     else:
         names = offered(body)
+        if "WaitForMcpServers" in names and any(tool_name(c) not in names for c in reply):
+            # an interactive Claude Code session connects its servers beside its first turn
+            raise NotYet(*answer([], body, raw=(("WaitForMcpServers", {"servers": ["room"]}),)))
         for i, call in enumerate(reply):
             name = tool_name(call)
             if name not in names:
                 raise ScriptError(f"unknown tool {name}: the harness offers {sorted(names)}")
             args = {"command": call.command} if isinstance(call, Shell) else call.args
             blocks.append({"type": "tool_use", "id": f"toolu_{n:04d}_{i}", "name": name, "input": args})
+        blocks += [{"type": "tool_use", "id": f"toolu_{n:04d}_w{i}", "name": name, "input": args}
+                   for i, (name, args) in enumerate(raw)]
         stop = "tool_use"
     usage = {"input_tokens": 1, "output_tokens": 1}
     message = {"id": f"msg_{n:04d}", "type": "message", "role": "assistant", "model": body.get("model", ""),

@@ -5,6 +5,7 @@ scratch HOME and project, and the command lines for one headless turn or an inte
     launch = prepare("codex", binary.path, home, project, store, agent.url)
     turn = launch.start_turn("join the room")  # a Turn: its own process group, output in files
     turn.wait(timeout=60)                    # or turn.stop(); turn.exited() for a wait's ``stop``
+    session = launch.start_session()         # interactive, in tmux: type(), screen(), wait_screen(), stop()
 
 ``prepare`` runs ``agents-room install <harness>`` (the store through ``AGENTS_ROOM_DB``) and
 writes the CLI's model settings: Claude Code by environment (base URL, key, the small model
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Literal
 
 from .anthropic import SIDE_MODEL
-from .process import Turn
+from .process import Session, Turn
 
 Harness = Literal["claude-code", "codex", "gemini"]
 CACHE_ENV = "AGENTS_ROOM_NPM_CACHE"
@@ -41,6 +42,8 @@ CLIS: dict[Harness, tuple[str, str, str]] = {
 GEMINI_MODEL = "gemini-2.5-pro"  # pinned: unpinned, a routing classifier asks first
 CLAUDE_MODEL = "claude-sonnet-4-5"
 CODEX_MODEL = "gpt-5-codex"
+# What each interactive CLI shows once it takes input
+READY: dict[Harness, str] = {"claude-code": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message"}
 API_KEY = "sk-scripted-model-0123456789abcdef"  # any key: the scripted model reads none
 
 
@@ -99,6 +102,18 @@ class Launch:
         if self.harness == "codex":
             return [self.binary, "--dangerously-bypass-approvals-and-sandbox"]
         return [self.binary, "-m", GEMINI_MODEL, "--yolo"]
+
+    def start_session(self, socket: Path | None = None, timeout: float = 120) -> Session:
+        """The interactive session in tmux (socket default: in HOME), once it shows its prompt
+        (keys typed before are lost, or echoed by the terminal and then wiped)."""
+        session = Session.start(self.name or self.harness, self.session_argv(), cwd=self.project, env=self.env,
+                                socket=socket or self.home / "tmux.sock")
+        try:
+            session.wait_screen(READY[self.harness], timeout)
+        except BaseException:
+            session.stop()
+            raise
+        return session
 
     def start_turn(self, prompt: str, *, extra_env: dict[str, str] | None = None) -> Turn:
         return Turn.start(self.name or self.harness, self.turn_argv(prompt), cwd=self.project,

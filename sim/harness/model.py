@@ -32,7 +32,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import wires
-from .script import Reply, Request, Say, Script, ScriptError, check_reply
+from .script import NotYet, Reply, Request, Say, Script, ScriptError, check_reply
+
+
+WAITS = 10  # how many times a harness is asked to wait for its MCP servers before its tools count as unknown
 
 
 class ModelWaitError(AssertionError):
@@ -50,6 +53,8 @@ class ScriptedAgent:
         self.errors: list[str] = []
         self._script = script
         self._played = 0
+        self._again: Reply | None = None  # a reply to give once more (its tools were not offered yet)
+        self._waits = 0
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
 
@@ -63,8 +68,19 @@ class ScriptedAgent:
             self.errors.append(message)
             self._arrived.notify_all()
 
+    def again(self, reply: Reply) -> bool:
+        """Give ``reply`` to the next request too (the harness was asked to wait for its
+        servers); False once it has waited ``WAITS`` times: then the tools are unknown."""
+        self._waits += 1
+        self._again = reply if self._waits <= WAITS else None
+        return self._again is not None
+
     def next_reply(self, request: Request) -> Reply:
         """The script's answer to ``request``; ScriptError when it has none."""
+        if self._again is not None:
+            reply, self._again = self._again, None
+            return reply
+        self._waits = 0
         if callable(self._script):
             try:
                 reply = self._script(request)
@@ -187,7 +203,13 @@ class ScriptedModel:
             return Response(content, media_type=kind)
         try:
             reply = await run_in_threadpool(agent.next_reply, request)
-            kind, content = wire.answer(reply, body)
+            try:
+                kind, content = wire.answer(reply, body)
+            except NotYet as wait:
+                if not agent.again(reply):
+                    raise ScriptError(f"{wait}: still not offered after {WAITS} waits") from None
+                request.reply = "waiting for the harness's MCP servers"
+                return Response(wait.content, media_type=wait.kind)
         except ScriptError as error:
             agent.fail(f"request {len(agent.requests)} ({path}): {error}")
             reply = Say(f"scripted model error: {error}")

@@ -4,6 +4,7 @@ files, ended whole (the group and every descendant, even one that made a group o
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -101,3 +102,70 @@ class Turn:
                 except subprocess.TimeoutExpired:
                     pass
         self.proc.wait()
+
+
+class Session:
+    """An interactive CLI in a terminal of its own: a tmux server on its own socket, one pane.
+    ``type(text)`` types a prompt and Enter; ``screen()`` is what the pane shows;
+    ``wait_screen(text, timeout)`` waits until it shows ``text``; ``stop()`` ends it whole."""
+
+    def __init__(self, name: str, socket: Path, pane_pid: int) -> None:
+        self.name, self.socket, self.pane_pid = name, socket, pane_pid
+
+    @classmethod
+    def start(cls, name: str, argv: list[str], *, cwd: Path, env: dict[str, str], socket: Path,
+              size: tuple[int, int] = (200, 50)) -> Session:
+        """Start ``argv`` in a new tmux server at ``socket``; RuntimeError naming the agent if
+        tmux cannot start it."""
+        command = " ".join(shlex.quote(a) for a in argv)
+        started = subprocess.run(
+            ["tmux", "-S", str(socket), "new-session", "-d", "-x", str(size[0]), "-y", str(size[1]), "-c", str(cwd),
+             *[f"-e{k}={v}" for k, v in env.items()], f"exec {command}"],
+            env={**env, "TERM": "xterm-256color"}, capture_output=True, text=True, timeout=30, start_new_session=True)
+        if started.returncode != 0:
+            raise RuntimeError(f"{name}: tmux could not start {argv[0]}: {started.stderr.strip()}")
+        pid = subprocess.run(["tmux", "-S", str(socket), "display-message", "-p", "#{pane_pid}"], capture_output=True,
+                             text=True, timeout=30).stdout.strip()
+        return cls(name, socket, int(pid))
+
+    def _tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", str(self.socket), *args], capture_output=True, text=True,
+                              timeout=30).stdout
+
+    def screen(self) -> str:
+        return self._tmux("capture-pane", "-p")
+
+    def type(self, text: str, timeout: float = 30) -> None:
+        """Type ``text``, and Enter once the screen shows it: a TUI that gets both in one burst
+        takes them as a paste, the Enter a new line in the prompt."""
+        self._tmux("send-keys", "-l", text)
+        self.wait_screen(text, timeout)
+        self._tmux("send-keys", "Enter")
+
+    def exited(self) -> str | None:
+        return None if alive(self.pane_pid) else f"{self.name}: the session's CLI has exited"
+
+    def wait_screen(self, text: str, timeout: float) -> str:
+        """The screen once it shows ``text``; TimeoutError naming the agent, with the screen."""
+        deadline = time.monotonic() + timeout
+        while True:
+            shown = self.screen()
+            if text in shown:
+                return shown
+            if time.monotonic() > deadline or self.exited():
+                raise TimeoutError(f"{self.name}: the session never showed {text!r} within {timeout:g} s; "
+                                   f"it shows:\n{shown}")
+            time.sleep(0.2)  # the poll's pace, not a wait for the event
+
+    def stop(self) -> None:
+        """End the CLI and everything it started, then the tmux server."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            for pid in [*descendants(self.pane_pid), self.pane_pid]:
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + 3
+            while sig == signal.SIGTERM and alive(self.pane_pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        self._tmux("kill-server")

@@ -110,6 +110,16 @@ class ScriptError(Exception):
     or holds a reply the wire cannot express. The model records it and ends the turn with it."""
 
 
+class NotYet(Exception):
+    """The reply names tools the harness has not offered yet (its MCP servers still connecting)
+    and the harness offers a way to wait for them: send ``answer`` (that wait) now and the
+    same reply to the next request."""
+
+    def __init__(self, kind: str, content: bytes) -> None:
+        super().__init__("the harness's MCP servers are still connecting")
+        self.kind, self.content = kind, content
+
+
 def check_reply(reply: Any) -> Reply:
     """The reply as the wires take it, or ScriptError saying what is wrong with it."""
     if isinstance(reply, Say):

@@ -148,3 +148,27 @@ def test_a_reply_the_wire_cannot_express_is_an_error_not_a_hang(model: ScriptedM
     assert len(agent.errors) == 2
     assert httpx.post(f"http://127.0.0.1:{model.port}/v1/messages", json=body).status_code == 404
     assert model.unhandled == ["POST /v1/messages"]
+
+
+def test_a_harness_still_connecting_its_servers_is_asked_to_wait_and_then_gets_the_same_reply(
+        model: ScriptedModel) -> None:
+    agent = model.agent("early", [[ToolCall("room_join", {})], Say("done")])
+    connecting = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "x"}],
+                  "tools": [{"name": "Bash"}, {"name": "WaitForMcpServers"}]}
+    connected = {**connecting, "tools": ANTHROPIC_TOOLS}
+    with httpx.Client(base_url=agent.url) as http:
+        waits = [events(http.post("/v1/messages", json=connecting).text) for _ in range(2)]
+        joined = events(http.post("/v1/messages", json=connected).text)
+        done = events(http.post("/v1/messages", json=connected).text)
+    for wait in waits:
+        [call] = [e["content_block"] for e in wait if e["type"] == "content_block_start"]
+        assert call["name"] == "WaitForMcpServers"
+    assert [e["content_block"]["name"] for e in joined if e["type"] == "content_block_start"] == ["mcp__room__room_join"]
+    assert done[-2]["delta"]["stop_reason"] == "end_turn" and agent.errors == []
+    # servers that never connect: after the allowed waits the tool is unknown, the turn ends
+    stuck = model.agent("stuck", [[ToolCall("room_join", {})]])
+    with httpx.Client(base_url=stuck.url) as http:
+        for _ in range(12):
+            last = events(http.post("/v1/messages", json=connecting).text)
+    assert "still not offered after 10 waits" in stuck.errors[0]
+    assert last[-2]["delta"]["stop_reason"] == "end_turn"
