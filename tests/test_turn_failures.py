@@ -75,17 +75,18 @@ def test_a_harness_that_never_calls_back_times_out_naming_the_agent_and_leaves_n
     claude = binary("claude")
     project = git_project(home / "proj")
     with ScriptedModel() as model:
-        agent = model.agent("stuck", [[Shell("sleep 600")], Say("never")])
+        # one sleep of its own session: the CLI, told to end, does not take that one with it
+        agent = model.agent("stuck", [[Shell("setsid sleep 600 & sleep 600")], Say("never")])
         launch = prepare("claude-code", claude, home, project, str(home / "room.db"), agent.url, name="stuck")
         turn = launch.start_turn("wait")
         try:
             agent.wait_for(lambda r: True, what="its first request", timeout=120, stop=turn.exited)
             sleeping: list[int] = []
             deadline = time.monotonic() + 60
-            while not sleeping and time.monotonic() < deadline:  # the shell command is running
+            while len(sleeping) < 2 and time.monotonic() < deadline:  # the shell command is running
                 sleeping = [p for p in descendants(turn.proc.pid) if _command(p).startswith("sleep 600")]
                 time.sleep(0.1)  # the poll's pace, not a wait for the event
-            assert sleeping, "the shell tool never ran sleep 600"
+            assert len(sleeping) == 2, f"the shell tool ran {len(sleeping)} of the two sleeps"
             started = time.monotonic()
             with pytest.raises(ModelWaitError, match=r"stuck: waited for the shell's result: nothing matched within 3 s"):
                 agent.wait_for(lambda r: bool(r.tool_results()), what="the shell's result", timeout=3,
