@@ -26,7 +26,7 @@ from terminal import Terminal
 
 from sim.harness.clis import Launch
 from sim.harness.model import ModelWaitError, ScriptedAgent
-from sim.harness.script import Request, Say, Shell, ToolCall
+from sim.harness.script import Request, Say, ToolCall
 
 pytestmark = pytest.mark.slow
 START_S = 90.0  # a CLI's start under load, MCP server included
@@ -50,16 +50,11 @@ def idle_session(rig: Rig, harness: str, name: str, *, channel: bool = False, en
                  extra: list[str] = (), hook_entry: str | None = None, server: Path | None = None) -> Idle:
     """An interactive session that joined the room at ``wake`` in its first turn and ended it."""
 
-    joined: list[bool] = []
-
     def policy(request: Request):
+        # (an interactive Claude Code still connecting its servers is asked to wait for them
+        # by the model itself, and gets this reply again: sim/harness)
         results = {r.name for r in request.tool_results()}
-        if not joined:
-            if "room_join" not in json.dumps(request.body.get("tools") or []):
-                # An interactive Claude Code asks its model before its MCP servers are up; a
-                # model would wait for them, as this one does, through the shell.
-                return [Shell("sleep 0.5")]
-            joined.append(True)
+        if len(agent.requests) == 1:
             return [ToolCall("room_join", {"autonomy": "wake"})]
         return Say("joined, waiting" if "room_join" in results else "on it")
 
