@@ -130,6 +130,10 @@ class Database(Protocol):
     otherwise it may use its own (PostgreSQL uses the server's, one clock for every host)."""
     busy_timeout_s: float
     """The longest a transaction waits for the write lock before ``StoreBusy``."""
+    serves_leases: bool
+    """Whether :meth:`serve_lease` may answer. False: it answers None to every call, so the
+    store prepares none (a call's path is made canonical with system calls, store/paths.py,
+    and the rules would make it again)."""
 
     def read(self) -> AbstractContextManager[Tx]:
         """A read transaction (a snapshot). Raises ``StoreBusy`` when this process's own turn

@@ -219,6 +219,7 @@ class Database:
 
     engine = SQLITE
     calls: CallCounts | None = None  # this process's call counts, added before each COMMIT
+    serves_leases = False  # in-process, a statement costs no round trip (serve_lease)
 
     def __init__(self, path: str, clock: Clock, busy_timeout_s: float) -> None:
         self.path = path
