@@ -63,6 +63,9 @@ class Store(WakeCalls):
         self.db, self.calls = db, callcounts.attach(db)  # its adapter counts calls here; None: off (callcounts.py)
         self.location = location
         self.served = Served(db)
+        # The store's own files as every read path is made (canonical), resolved once: a read
+        # of one of them is refused, and note_read and drift_check ask on every call.
+        self.own_files = frozenset(os.path.realpath(p) for p in db.files())
         # The host this process runs on: sessions it joins record it; liveness reads /proc
         # for that host's sessions only (store/hosts.py).
         self.host = host or host_id()
@@ -117,7 +120,7 @@ class Store(WakeCalls):
 
     def _readable_path(self, value: Any, cwd: str) -> str:
         path = bounds.path(value, cwd)  # canonical: the real path of the file
-        if path in {os.path.realpath(p) for p in self.db.files()}:
+        if path in self.own_files:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
         return path
 
