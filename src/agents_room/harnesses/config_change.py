@@ -76,6 +76,17 @@ def shown_store(value: str) -> str:
     return redact(value)
 
 
+def committed_commands(store: Store | None, committed: str) -> tuple[str, str]:
+    """The server and hook commands of a project file a team commits (``committed``): the
+    ``agents-room`` on each teammate's PATH. InstallError for a machine-specific store, which
+    would not mean the same there."""
+    if store and not store.portable:
+        raise InstallError(
+            f"the store {shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
+            f"{committed} is committed: install with --scope user, or use a store under ~")
+    return "agents-room", "agents-room hook"
+
+
 # After installing a project file that runs ``agents-room`` by name, when that name on PATH is
 # not this installation.
 PORTABLE_NOTE = ("note: the project file runs `agents-room` by name, and that is not this installation on PATH "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config_change import PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, marked, shown_store
+from .config_change import PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, committed_commands, marked
 from .json_files import dict_at, json_change, server_edit
 
 NAME = "cursor"
@@ -38,11 +38,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
     audience = SHARED if scope == "project" else USER
     if scope == "project":
-        if store and not store.portable:
-            raise InstallError(
-                f"the store {shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
-                ".cursor/ is committed: install with --scope user, or use a store under ~")
-        exe, hook = "agents-room", "agents-room hook"
+        exe, hook = committed_commands(store, ".cursor/")
     entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
     prefix = ""
     if store:

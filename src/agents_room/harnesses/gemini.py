@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config_change import HOOK_TIMEOUT_S, PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, shown_store
+from .config_change import HOOK_TIMEOUT_S, PORTABLE_NOTE, SHARED, USER, Change, Store, committed_commands
 from .json_files import both, event_hooks_edit, json_change, server_edit
 
 NAME = "gemini"
@@ -55,11 +55,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
 
     path = (root if scope == "project" else home) / ".gemini" / "settings.json"
     if scope == "project":
-        if store and not store.portable:
-            raise InstallError(
-                f"the store {shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
-                ".gemini/settings.json is committed: install with --scope user, or use a store under ~")
-        exe, hook = "agents-room", "agents-room hook"
+        exe, hook = committed_commands(store, ".gemini/settings.json")
     # `timeout` (ms) bounds a request, and the connection `gemini mcp list` waits for: 5 s without
     # it, less than the server's first start (it imports the MCP SDK) on a busy machine.
     entry: dict[str, Any] = {"command": exe, "args": ["serve"], "timeout": GEMINI_TIMEOUT_MS}
