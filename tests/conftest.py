@@ -4,6 +4,7 @@ here (or anywhere in the tests) may touch ~/.agents-room."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -59,6 +60,16 @@ def make_repo(path: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(path)], check=True)
     (path / "README.md").write_text(f"# {path.name}\n")
     return path
+
+
+@pytest.fixture
+def cli_home():
+    """A scratch HOME for a real harness CLI (tests/harnesscli.py), removed after the test."""
+    from harnesscli import scratch_home  # only the harness tests pay for sim.harness's import
+
+    path = scratch_home()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture

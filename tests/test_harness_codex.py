@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
@@ -19,20 +18,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harnesscli import binary, cli_env, git_project, scratch_home
+from harnesscli import binary, cli_env, git_project
 from test_install_codex import add_wake_command
 
 from agents_room.store import Store
 
 pytestmark = pytest.mark.slow
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
-
-
-@pytest.fixture
-def home():
-    path = scratch_home()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 class AppServer:
@@ -95,16 +87,16 @@ class AppServer:
             self.proc.stdout.close()
 
 
-def test_codex_runs_the_installed_server(home: Path) -> None:
+def test_codex_runs_the_installed_server(cli_home: Path) -> None:
     codex = binary("codex")
-    project = git_project(home / "proj")
-    db = home / "room.db"
-    env = cli_env(home)
+    project = git_project(cli_home / "proj")
+    db = cli_home / "room.db"
+    env = cli_env(cli_home)
     # installed with this installation on PATH: the command written must not need it
     done = subprocess.run([AGENTS_ROOM, "install", "codex"], capture_output=True, text=True, timeout=60,
                           env={**env, "PATH": f"{Path(AGENTS_ROOM).parent}:{env['PATH']}", "AGENTS_ROOM_DB": str(db)})
     assert done.returncode == 0, done.stderr
-    add_wake_command(home / ".codex" / "config.toml", "true")  # as docs/harnesses.md says
+    add_wake_command(cli_home / ".codex" / "config.toml", "true")  # as docs/harnesses.md says
     listed = subprocess.run([codex, "mcp", "get", "room", "--json"], capture_output=True, text=True, timeout=60,
                             env=env, cwd=project)
     assert listed.returncode == 0, listed.stderr
@@ -149,19 +141,19 @@ def test_codex_runs_the_installed_server(home: Path) -> None:
     assert not os.path.exists(f"/proc/{server.proc.pid}")
 
 
-def test_codex_loads_the_installed_hooks_trusted(home: Path) -> None:
+def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
     """``codex app-server``'s ``hooks/list``: the four hooks install wrote, merged beside a
     user's own, load without a warning, enabled and trusted (Codex's own hash of each is the
     one install wrote); the user's hook stays untrusted; a hook edited by hand is no longer."""
     codex = binary("codex")
-    project = git_project(home / "proj")
-    env = cli_env(home)
-    folder = home / ".codex"
+    project = git_project(cli_home / "proj")
+    env = cli_env(cli_home)
+    folder = cli_home / ".codex"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "hooks.json").write_text(json.dumps(
         {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true", "timeout": 5}]}]}}))
     done = subprocess.run([AGENTS_ROOM, "install", "codex"], capture_output=True, text=True, timeout=60,
-                          env={**env, "AGENTS_ROOM_DB": str(home / "room.db")})
+                          env={**env, "AGENTS_ROOM_DB": str(cli_home / "room.db")})
     assert done.returncode == 0, done.stderr
 
     def listed() -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:

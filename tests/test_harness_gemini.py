@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -18,19 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from harnesscli import binary, cli_env, git_project, scratch_home
+from harnesscli import binary, cli_env, git_project
 
 from agents_room.store import Store
 
 pytestmark = pytest.mark.slow
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
-
-
-@pytest.fixture
-def home():
-    path = scratch_home()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def announced(db: Path) -> bool:
@@ -41,16 +33,16 @@ def announced(db: Path) -> bool:
         conn.close()
 
 
-def test_gemini_connects_to_the_installed_server_and_runs_its_hooks(home: Path) -> None:
+def test_gemini_connects_to_the_installed_server_and_runs_its_hooks(cli_home: Path) -> None:
     gemini = binary("gemini")
-    project = git_project(home / "proj")
-    db = home / "room.db"
-    env = cli_env(home, PATH=f"{Path(AGENTS_ROOM).parent}:{os.environ['PATH']}", AGENTS_ROOM_DB=str(db))
+    project = git_project(cli_home / "proj")
+    db = cli_home / "room.db"
+    env = cli_env(cli_home, PATH=f"{Path(AGENTS_ROOM).parent}:{os.environ['PATH']}", AGENTS_ROOM_DB=str(db))
     done = subprocess.run([AGENTS_ROOM, "install", "gemini"], capture_output=True, text=True, timeout=60,
                           cwd=project, env=env)
     assert done.returncode == 0, done.stderr
-    (home / ".gemini").mkdir(exist_ok=True)
-    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    (cli_home / ".gemini").mkdir(exist_ok=True)
+    (cli_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
     listed = subprocess.run([gemini, "mcp", "list"], capture_output=True, text=True, timeout=120, cwd=project,
                             env=env)
     said = listed.stdout + listed.stderr  # (Gemini CLI 0.61 prints its list on stderr)

@@ -8,12 +8,11 @@ outlives it."""
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from pathlib import Path
 
 import pytest
-from harnesscli import binary, git_project, scratch_home
+from harnesscli import binary, git_project
 
 from agents_room.store import Store
 from sim.harness.clis import prepare
@@ -22,21 +21,13 @@ from sim.harness.script import Request, Say, ToolCall
 from sim.harness.model import ScriptedModel
 
 pytestmark = pytest.mark.slow
-CLI = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
-
-
-@pytest.fixture
-def home():
-    path = scratch_home()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
-def test_one_turn_joins_claims_sends_and_receives(harness: str, home: Path) -> None:
-    cli = binary(CLI[harness])
-    project = git_project(home / "proj")
-    db = home / "room.db"
+def test_one_turn_joins_claims_sends_and_receives(harness: str, cli_home: Path) -> None:
+    cli = binary(harness)
+    project = git_project(cli_home / "proj")
+    db = cli_home / "room.db"
     with Store.open(db) as store:
         peer = store.room_join(cwd=str(project), pid=os.getpid(), label="peer").session_id
     looked = threading.Event()
@@ -58,7 +49,7 @@ def test_one_turn_joins_claims_sends_and_receives(harness: str, home: Path) -> N
 
     with ScriptedModel() as model:
         agent = model.agent(harness, policy)
-        launch = prepare(harness, cli, home, project, str(db), agent.url, name=harness)  # type: ignore[arg-type]
+        launch = prepare(harness, cli, cli_home, project, str(db), agent.url, name=harness)  # type: ignore[arg-type]
         turn = launch.start_turn("join the room, claim src/x.py, tell the peer, read your mail")
         try:
             claimed = agent.wait_for(lambda r: any(t.name == "lease_claim" for t in r.tool_results()),
@@ -88,12 +79,12 @@ def test_one_turn_joins_claims_sends_and_receives(harness: str, home: Path) -> N
 
 
 @pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
-def test_an_interactive_session_in_tmux_takes_a_typed_prompt(harness: str, home: Path) -> None:
-    cli = binary(CLI[harness])
-    project = git_project(home / "proj")
+def test_an_interactive_session_in_tmux_takes_a_typed_prompt(harness: str, cli_home: Path) -> None:
+    cli = binary(harness)
+    project = git_project(cli_home / "proj")
     with ScriptedModel() as model:
         agent = model.agent(harness, [[ToolCall("room_join", {"label": "typed"})], Say("joined as typed")])
-        launch = prepare(harness, cli, home, project, str(home / "room.db"), agent.url, name=harness)  # type: ignore[arg-type]
+        launch = prepare(harness, cli, cli_home, project, str(cli_home / "room.db"), agent.url, name=harness)  # type: ignore[arg-type]
         session = launch.start_session()
         try:
             session.type("join the room")
@@ -104,7 +95,7 @@ def test_an_interactive_session_in_tmux_takes_a_typed_prompt(harness: str, home:
         finally:
             session.stop()
     assert "join the room" in agent.requests[0].text() and agent.errors == []
-    with Store.open(home / "room.db", create=False) as store:
+    with Store.open(cli_home / "room.db", create=False) as store:
         [me] = [m for m in store.room_who() if m.session_id == joined.result_of("room_join").data()["session_id"]]
     assert me.harness == harness
     assert not alive(session.pane_pid) and descendants(session.pane_pid) == []

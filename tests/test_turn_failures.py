@@ -5,12 +5,11 @@ never calls back (its shell command hangs)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 
 import pytest
-from harnesscli import binary, git_project, scratch_home
+from harnesscli import binary, git_project
 
 from sim.harness.clis import prepare
 from sim.harness.model import ModelWaitError, ScriptedModel
@@ -20,24 +19,17 @@ from sim.harness.script import Say, Shell, ToolCall
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def home():
-    path = scratch_home()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def test_a_cli_that_cannot_start_or_exits_at_once_is_named(home: Path) -> None:
+def test_a_cli_that_cannot_start_or_exits_at_once_is_named(cli_home: Path) -> None:
     codex = binary("codex")
-    project = git_project(home / "proj")
+    project = git_project(cli_home / "proj")
     with ScriptedModel() as model:
         agent = model.agent("broken", [Say("never asked")])
-        launch = prepare("codex", codex, home, project, str(home / "room.db"), agent.url, name="broken")
-        launch.binary = str(home / "no-such-codex")
+        launch = prepare("codex", codex, cli_home, project, str(cli_home / "room.db"), agent.url, name="broken")
+        launch.binary = str(cli_home / "no-such-codex")
         with pytest.raises(RuntimeError, match=r"broken: could not start .*no-such-codex"):
             launch.start_turn("x")
         # a configuration Codex refuses: it exits before asking the model anything
-        config = home / ".codex" / "config.toml"
+        config = cli_home / ".codex" / "config.toml"
         config.write_text(config.read_text().replace('wire_api = "responses"', 'wire_api = "chat"'))
         launch.binary = codex
         turn = launch.start_turn("x")
@@ -51,12 +43,12 @@ def test_a_cli_that_cannot_start_or_exits_at_once_is_named(home: Path) -> None:
     assert "chat" in turn.output()
 
 
-def test_malformed_arguments_reach_the_model_and_an_unknown_tool_ends_the_turn(home: Path) -> None:
+def test_malformed_arguments_reach_the_model_and_an_unknown_tool_ends_the_turn(cli_home: Path) -> None:
     codex = binary("codex")
-    project = git_project(home / "proj")
+    project = git_project(cli_home / "proj")
     with ScriptedModel() as model:
         agent = model.agent("sloppy", [[ToolCall("lease_claim", {"session_id": 7})], [ToolCall("room_bogus", {})]])
-        launch = prepare("codex", codex, home, project, str(home / "room.db"), agent.url, name="sloppy")
+        launch = prepare("codex", codex, cli_home, project, str(cli_home / "room.db"), agent.url, name="sloppy")
         turn = launch.start_turn("claim something")
         try:
             with pytest.raises(ModelWaitError, match=r"sloppy: waited for the end of the turn: the model's script "
@@ -71,13 +63,13 @@ def test_malformed_arguments_reach_the_model_and_an_unknown_tool_ends_the_turn(h
     assert "scripted model error: unknown tool mcp__room/room_bogus" in turn.output()
 
 
-def test_a_harness_that_never_calls_back_times_out_naming_the_agent_and_leaves_nothing(home: Path) -> None:
+def test_a_harness_that_never_calls_back_times_out_naming_the_agent_and_leaves_nothing(cli_home: Path) -> None:
     claude = binary("claude")
-    project = git_project(home / "proj")
+    project = git_project(cli_home / "proj")
     with ScriptedModel() as model:
         # one sleep of its own session: the CLI, told to end, does not take that one with it
         agent = model.agent("stuck", [[Shell("setsid sleep 600 & sleep 600")], Say("never")])
-        launch = prepare("claude-code", claude, home, project, str(home / "room.db"), agent.url, name="stuck")
+        launch = prepare("claude-code", claude, cli_home, project, str(cli_home / "room.db"), agent.url, name="stuck")
         turn = launch.start_turn("wait")
         try:
             agent.wait_for(lambda r: True, what="its first request", timeout=120, stop=turn.exited)

@@ -6,12 +6,11 @@ the test's, not the machine's."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 from pathlib import Path
 
 import pytest
-from harnesscli import binary, git_project, scratch_home
+from harnesscli import binary, git_project
 
 from agents_room.store import Store
 from sim.harness.clis import prepare
@@ -20,14 +19,6 @@ from sim.harness.process import alive, descendants
 from sim.harness.script import Request, Say, ToolCall
 
 pytestmark = pytest.mark.slow
-CLI = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
-
-
-@pytest.fixture
-def home():
-    path = scratch_home()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def claimer(name: str, release: threading.Event | None, claim_again: threading.Event | None):
@@ -55,18 +46,18 @@ def claimer(name: str, release: threading.Event | None, claim_again: threading.E
 
 
 @pytest.mark.parametrize("second", ["claude-code", "gemini"])
-def test_a_claim_is_denied_naming_the_codex_holder_then_granted_after_its_release(second: str, home: Path) -> None:
-    codex, other = binary("codex"), binary(CLI[second])
-    db = str(home / "room.db")
+def test_a_claim_is_denied_naming_the_codex_holder_then_granted_after_its_release(second: str, cli_home: Path) -> None:
+    codex, other = binary("codex"), binary(second)
+    db = str(cli_home / "room.db")
     release, claim_again = threading.Event(), threading.Event()
     turns = []
-    project = git_project(home / "app")  # one repository, both agents in it: the same src/x.py
+    project = git_project(cli_home / "app")  # one repository, both agents in it: the same src/x.py
     with ScriptedModel() as model:
         holder = model.agent("holder", claimer("codex-holder", release, None))
         asker = model.agent("asker", claimer(f"{second}-asker", None, claim_again))
-        holding = prepare("codex", codex, home / "codex-home", project, db,
+        holding = prepare("codex", codex, cli_home / "codex-cli_home", project, db,
                           holder.url, name="holder")
-        asking = prepare(second, other, home / "other-home", project, db,  # type: ignore[arg-type]
+        asking = prepare(second, other, cli_home / "other-cli_home", project, db,  # type: ignore[arg-type]
                          asker.url, name="asker")
         try:
             turns.append(holding.start_turn("claim src/x.py"))
