@@ -3,10 +3,11 @@ lease and delivery mutants, oracle.toml for the oracle's) against it many times 
 often it is caught (verdict ``invalid``, exit 1, its invariants violated, nothing else).
 
     .venv/bin/python tests/mutants/rates.py --runs 20 [--jobs 2] [--mutant NAME ...] [--ci] [--control]
-        [--engine postgresql] [--family lease-delivery]
+        [--engine postgresql] [--family lease-delivery] [--duration S]
 
 Each run is a fresh ``sim run`` with its own seed (``--seed-from`` + run number), so the rates
-cover many interleavings, not one. ``--engine postgresql``: every run on a fresh schema of a
+cover many interleavings, not one, and as long as the default test run's (``matrix.MATRIX_DURATION_S``:
+regression.toml's 4 s on SQLite; else the scenario's own) unless ``--duration``. ``--engine postgresql``: every run on a fresh schema of a
 throwaway PostgreSQL cluster (tests/pgcluster.py) started for the rates and stopped after;
 there, unless ``--mutant`` or ``--family`` say otherwise, the lease and delivery mutants (those
 of regression.toml, the scenario the default test run also runs on PostgreSQL) and the control.
@@ -32,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import REGRESSION, STARVED_CLAIMS, caught, claims, run_sim, starved  # noqa: E402
+from mutants.matrix import REGRESSION, STARVED_CLAIMS, caught, claims, matrix_duration, run_sim, starved  # noqa: E402
 
 
 def _line(name: str, seed: int, got: dict) -> str:
@@ -53,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", type=Path, help="run every store on this scenario (default: each mutant's own; "
                    "the shipped store's control runs take regression.toml unless --control-scenario)")
     p.add_argument("--control-scenario", type=Path, default=REGRESSION)
+    p.add_argument("--duration", type=float, help="seconds of each run (default: the matrix's, "
+                   "matrix.MATRIX_DURATION_S, else the scenario's own)")
     p.add_argument("--ci", action="store_true", help="only the mutants the default test run checks")
     p.add_argument("--json", type=Path)
     p.add_argument("--engine", choices=("sqlite", "postgresql"), default="sqlite")
@@ -107,7 +110,8 @@ def _rates(args: argparse.Namespace) -> int:
             name = m.name if m else "shipped store"
             scenario = args.scenario or (m.scenario if m else args.control_scenario)
             run = run_sim(m, Path(tmp) / f"{name.replace(' ', '-')}-{i}", scenario=scenario.absolute(),
-                          seed=args.seed_from + i, store=args.store())
+                          seed=args.seed_from + i, store=args.store(),
+                          duration_s=args.duration or matrix_duration(scenario, args.engine))
             got = {"mutant": m.name if m else None, "seed": args.seed_from + i, "exit": run.exit,
                    "verdict": run.verdict, "violations": run.violations, "wall_s": run.wall_s,
                    "claims": claims(run), "starved": starved(run), "engine": run.report.get("run", {}).get("engine"),

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mutants import MUTANTS, Mutant  # noqa: E402
-from mutants.matrix import STARVED_CLAIMS, Run, caught, claims, facts, run_sim, starved  # noqa: E402
+from mutants.matrix import STARVED_CLAIMS, Run, caught, claims, facts, matrix_duration, run_sim, starved  # noqa: E402
 
 
 # The lease mutants of mutants/leases.py run on PostgreSQL too (a fresh schema of the test
@@ -28,18 +28,17 @@ PG_LEASE = [m for m in MUTANTS if m.ci and m.factory.startswith(("mutants.leases
 @pytest.mark.slow
 @pytest.mark.parametrize("mutant", [m for m in MUTANTS if m.ci and not m.postgres_only], ids=lambda m: m.name)
 def test_mutant_is_caught(mutant: Mutant, tmp_path: Path) -> None:
-    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario)
+    seconds = matrix_duration(mutant.scenario) or tomllib.loads(mutant.scenario.read_text())["run"]["duration_s"]
+    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario, duration_s=seconds)
     if starved(run):  # too little work to prove anything either way: once more, twice as long
-        scenario = tomllib.loads(mutant.scenario.read_text())
-        run = run_sim(mutant, tmp_path / "again", scenario=mutant.scenario,
-                      duration_s=2 * scenario["run"]["duration_s"])
+        run = run_sim(mutant, tmp_path / "again", scenario=mutant.scenario, duration_s=2 * seconds)
         assert not starved(run), f"starved twice ({claims(run)} claims): {run.describe()}"
     elif missed(run):
         # A race is caught by chance: the measured rates of the default run's mutants are
         # 19/20 to 20/20 a run (docs/simulator.md). A miss gets one more seed, so a mutant
         # caught 19 runs in 20 fails here once in 400; two misses are a checker that lost it.
         first = run.describe()
-        run = run_sim(mutant, tmp_path / "second-seed", scenario=mutant.scenario, seed=SECOND_SEED)
+        run = run_sim(mutant, tmp_path / "second-seed", scenario=mutant.scenario, seed=SECOND_SEED, duration_s=seconds)
         assert not missed(run), f"missed on two seeds:\n{first}\n{run.describe()}"
     assert_caught(mutant, run)
 
@@ -56,7 +55,8 @@ def missed(run: Run) -> bool:
 @pytest.mark.postgres_only
 @pytest.mark.parametrize("mutant", PG_LEASE, ids=lambda m: m.name)
 def test_lease_mutant_is_caught_on_postgresql(mutant: Mutant, pg_url: str, tmp_path: Path) -> None:
-    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario, store=pg_url)
+    run = run_sim(mutant, tmp_path / "run", scenario=mutant.scenario, store=pg_url,
+                  duration_s=matrix_duration(mutant.scenario, "postgresql"))
     assert run.report.get("run", {}).get("engine") == "postgresql", run.describe()
     assert_caught(mutant, run, pg_url)
 
