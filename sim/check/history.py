@@ -146,13 +146,16 @@ def pairs(records: Iterable[Record]) -> list[tuple[Record, Record]]:
     return out
 
 
-def write_merged(records: list[Record], path: str | Path) -> None:
+def write_merged(records: list[Record], path: str | Path) -> bool:
     """One JSON record a line; gzip-compressed when ``path`` ends in ``.gz`` (a run's merged
-    history is read back only by programs: compressed, it is about a tenth of the size)."""
-    text = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records)
-    if str(path).endswith(".gz"):
+    history is read back only by programs: compressed, it is about a tenth of the size).
+    True when the file reads back byte for byte as written (so copies of it may go)."""
+    data = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records).encode()
+    path = Path(path)
+    if path.suffix == ".gz":
         import gzip
 
-        Path(path).write_bytes(gzip.compress(text.encode(), compresslevel=3, mtime=0))
-    else:
-        Path(path).write_text(text)
+        path.write_bytes(gzip.compress(data, compresslevel=3, mtime=0))
+        return gzip.decompress(path.read_bytes()) == data
+    path.write_bytes(data)
+    return path.read_bytes() == data

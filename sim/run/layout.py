@@ -206,8 +206,7 @@ def merge_history(layout: Layout) -> list[hist.Record]:
     records = hist.read_folder(layout.history)
     hist.settle_dangling(records)
     merged = layout.out / "history.jsonl.gz"
-    hist.write_merged(records, merged)
-    if len(hist.read(merged)) == len(records):  # written whole: the copies may go
+    if hist.write_merged(records, merged):  # read back as written: the copies may go
         for part in layout.history.glob("p*.jsonl"):
             part.unlink()
         with contextlib.suppress(OSError):

@@ -95,8 +95,9 @@ def test_merge_orders_by_time_then_process_then_index(tmp_path: Path) -> None:
     for name, group in (("p2.jsonl", a), ("p1.jsonl", b)):
         (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in group))
     assert read_folder(tmp_path) == merged
-    write_merged(merged, tmp_path / "history.jsonl")
-    assert read(tmp_path / "history.jsonl") == merged
+    for name in ("history.jsonl", "history.jsonl.gz"):
+        assert write_merged(merged, tmp_path / name)  # it reads back as written
+        assert read(tmp_path / name) == merged
 
 
 def test_pairs_and_dangling_invokes() -> None:
