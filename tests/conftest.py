@@ -25,14 +25,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto``: one worker more than this process may use cores (``PYTEST_XDIST_AUTO_NUM_WORKERS``,
+    """``-n auto``: two workers for each core this process may use (``PYTEST_XDIST_AUTO_NUM_WORKERS``,
     when set, still decides). Much of the suite's time is spent waiting on other processes
     (servers over stdio, simulated agents, PostgreSQL's commits, the harness CLIs), so with a
-    worker per core the cores idle part of the time: on 2 cores the default run took 615
-    and 613 s with 3 workers against 691 s with 2, one machine, every test passing in each."""
+    worker per core the cores idle part of the time. Measured on 2 cores, one machine, every test
+    passing in each: 691 s with 2 workers and 613 s with 3 on an older tree; on 4d84cf0, 362 s with
+    3 workers and 391 s with 4 under plain ``load`` distribution (one worker was handed the mutant
+    matrix's last runs as a block and ran 110 s after the others had stopped), 364 s with 3 and
+    330 s with 4 under ``--dist worksteal`` (pyproject.toml), where the four ended within 4 s."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return len(os.sched_getaffinity(0)) + 1
+    return 2 * len(os.sched_getaffinity(0))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
