@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agents_room.store import Clock, InvalidArgument, Store
+from agents_room.store import Clock, InvalidArgument, Store, callcounts
 from agents_room.store.callcounts import FLUSH_EVERY_S, WINDOW_S, bucket, bucket_ms, session_key
 
 from .conftest import rows
@@ -43,18 +43,23 @@ def test_a_read_is_counted_without_a_write_then_rides_the_next_write(store: Stor
     assert _counts(store) == [(me, "lease_check", "ok", 1), (me, "msg_unread", "ok", 1)]
 
 
-def test_counts_add_up_per_window_and_outcome(store: Store, join: Callable[..., str], clock: Clock) -> None:
+def test_counts_add_up_per_window_and_outcome(store: Store, join: Callable[..., str], clock: Clock,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     me = join()
     t = time.monotonic()
     for outcome in ("ok", "ok", "denied", "unknown_session"):
         store.calls.count("lease_claim", me, outcome, t, t)  # type: ignore[union-attr]
     store.lease_claim(me, "a.py")
     store.calls.count("lease_claim", me, "ok", t, t)  # type: ignore[union-attr]
-    store.lease_release(me, "a.py")  # within FLUSH_EVERY_S of the last: it carries nothing
+    # The period read at each write, made long while the next write must fall inside it: on a
+    # loaded machine a second can pass between two statements.
+    monkeypatch.setattr(callcounts, "FLUSH_EVERY_S", 600.0)
+    store.lease_release(me, "a.py")  # within the period of the last: it carries nothing
     assert _counts(store) == [(me, "lease_claim", "denied", 1), (me, "lease_claim", "ok", 2),
                               (me, "lease_claim", "unknown_session", 1)]
+    monkeypatch.setattr(callcounts, "FLUSH_EVERY_S", FLUSH_EVERY_S)
     time.sleep(FLUSH_EVERY_S)
-    store.lease_claim(me, "a.py")  # a second later: due again, added to the same row
+    store.lease_claim(me, "a.py")  # a period later: due again, added to the same row
     assert _counts(store) == [(me, "lease_claim", "denied", 1), (me, "lease_claim", "ok", 3),
                               (me, "lease_claim", "unknown_session", 1)]
     windows = {r[0] for r in rows(store, "SELECT window_start FROM call_counts")}

@@ -11,9 +11,9 @@ Tolerances, and why:
 - each tool's share within 0.03 (absolute) of the history's;
 - lease hold p50 within 35% of the history's (a hold ends at its release, or its expiry);
 - broadcast fan-out within 10% of the 5 others every agent shares a room with.
-The second round trip: rate and think mean within 35%, hold p50 within 50% (a hold is a
-few calls long, so its median moves by whole calls: 0.10 s against 0.14 s was seen once in
-five runs on a loaded machine), shares within 0.03 of what the fitted shares predict once
+The second round trip: rate and think mean within 35%, hold p50 within 50% counted in calls
+(its ratio times the call rate's: a hold is a few calls long, so its median moves by whole
+calls, and in seconds it stretches with every call a loaded machine slows), shares within 0.03 of what the fitted shares predict once
 the second run's own final inbox drain is counted in (the store counts calls per minute, so
 a run's measured traffic holds its drain: every generation adds its drain's msg_recv calls
 to what it was fitted to, and the other tools' shares shrink by as much; on a loaded machine
@@ -153,7 +153,11 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
     rows = {r["figure"]: r for r in second["fit"]["rows"]}
     for figure in ("calls per agent per second", "think time mean"):
         assert 0.65 <= rows[figure]["ratio"] <= 1.35, rows[figure]
-    assert 0.5 <= rows["lease hold p50"]["ratio"] <= 1.5, rows["lease hold p50"]
+    # A hold is a few calls long, so in seconds it stretches as far as a loaded machine slows the
+    # calls (1.54 was seen beside the rest of the suite and two busy loops): it is compared in
+    # calls, its ratio times the call rate's.
+    calls_ratio = rows["calls per agent per second"]["ratio"]
+    assert 0.5 <= rows["lease hold p50"]["ratio"] * calls_ratio <= 1.5, (rows["lease hold p50"], calls_ratio)
     drained = drain_share(tmp_path / "second")
     assert 0 < drained < 0.2, drained  # the drain made calls, and not most of them
     for figure, r in rows.items():
