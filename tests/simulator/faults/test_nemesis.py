@@ -245,7 +245,7 @@ def test_a_writer_stopped_in_its_transaction_makes_others_busy_for_the_bounded_w
         start = time.monotonic()
         with pytest.raises(StoreBusy, match="nothing was changed"):  # the join waits on the stopped writer
             store.room_join(cwd=str(repo), pid=os.getpid(), label="other")
-        assert time.monotonic() - start < 2.0  # the bounded wait, not the pause
+        assert time.monotonic() - start < 10.0  # the bounded 0.3 s wait, not the pause (which never ends)
         assert [m.label for m in store.room_who()] == ["stopper"]  # readers are never blocked
         os.kill(child.pid, signal.SIGCONT)
         assert child.stdout.readline().strip() == "committed" and child.wait(20) == 0
