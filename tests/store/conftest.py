@@ -8,6 +8,7 @@ on a throwaway cluster (tests/pgcluster.py; a fresh schema per test). ``sqlite_o
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,3 +88,15 @@ def checker_problems(events: list) -> list:
     from sim.check.replay import replay
 
     return replay(events).problems
+
+
+def carrying(env: dict[str, str], key: str) -> subprocess.Popen:
+    """``sleep 120`` with ``env``, once its environment shows ``key``: Popen returns when the
+    exec has begun, and for a moment after (four times in ten, measured) the new process's
+    ``/proc/<pid>/environ`` still reads empty, so a judge looking then finds no key."""
+    proc = subprocess.Popen(["sleep", "120"], env=env)
+    deadline = time.monotonic() + 10
+    while key.lower().encode() not in Path(f"/proc/{proc.pid}/environ").read_bytes().lower():
+        assert time.monotonic() < deadline, "the child never showed its environment"
+        time.sleep(0.005)
+    return proc

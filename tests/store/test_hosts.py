@@ -20,7 +20,7 @@ from agents_room.store import Store, StoreError
 from agents_room.store.hosts import ALIVE_WITHIN_S, host_id
 from agents_room.store.engines import SCHEMA_VERSION
 
-from .conftest import rows
+from .conftest import carrying, rows
 
 # One host's process: argv = url, action, then the action's arguments; prints JSON.
 _HOST = r"""
@@ -50,7 +50,7 @@ def on_host(host: str, location: str, *args: object) -> object:
 def agent() -> Iterator[tuple[subprocess.Popen, str]]:
     """A real running agent process carrying a harness key in its environment."""
     key = str(uuid.uuid4())
-    proc = subprocess.Popen(["sleep", "120"], env={**os.environ, "SOME_HARNESS_SESSION": key})
+    proc = carrying({**os.environ, "SOME_HARNESS_SESSION": key}, key)
     yield proc, key
     proc.kill()
     proc.wait()

@@ -15,6 +15,8 @@ import pytest
 from agents_room.store import Clock, Store, liveness, recent_scan, scan_processes
 from agents_room.store.liveness import SCAN_CACHE_S
 
+from .conftest import carrying
+
 
 @pytest.fixture
 def key() -> str:
@@ -24,8 +26,7 @@ def key() -> str:
 @pytest.fixture
 def child(key: str) -> Iterator[subprocess.Popen]:
     """A real running process carrying ``key`` in its environment, as a harness's children do."""
-    env = {**os.environ, "SOME_HARNESS_SESSION": key}
-    proc = subprocess.Popen(["sleep", "60"], env=env)
+    proc = carrying({**os.environ, "SOME_HARNESS_SESSION": key}, key)
     yield proc
     proc.kill()
     proc.wait()
@@ -57,7 +58,7 @@ def test_a_live_pid_without_its_key_in_any_environment_is_gone() -> None:
 
 
 def test_the_key_is_matched_whatever_its_case(key: str) -> None:
-    proc = subprocess.Popen(["sleep", "60"], env={**os.environ, "X_KEY": key.upper()})
+    proc = carrying({**os.environ, "X_KEY": key.upper()}, key)
     try:
         assert liveness(proc.pid, key, scan_processes()) == "alive"
     finally:
