@@ -18,7 +18,6 @@ from agents_room.harnesses.hook_wait import waiters_folder
 from agents_room.harnesses.install import hook_command
 from agents_room.store import Pending, Session, Store
 from agents_room.harnesses import wake
-from agents_room.harnesses.wake import Watcher
 
 import shlex
 
@@ -99,7 +98,7 @@ def test_the_watcher_is_told_at_the_senders_commit(pg, repo: Path, sends: int, m
     # its first look only the push at a sender's commit can make it look, so each signal below
     # is the push's, however slow the machine.
     monkeypatch.setattr(wake, "RETRY_LOOK_S", 600.0)
-    watcher = Watcher(store, Lever(), lambda: me, poll_s=30.0).start()
+    watcher = wake.Watcher(store, Lever(), lambda: me, poll_s=30.0).start()
     try:
         deadline = time.monotonic() + 20
         while watcher.session_id != me:  # its first look found the session and listens for it
