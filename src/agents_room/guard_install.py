@@ -43,6 +43,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .safe_write import UnsafeWrite
+
     try:
         store = _store(args) if args.action == "install" else None  # a bad location is refused first
         hooks = hooks_folder(args.repo or os.getcwd())
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
             print(install(hooks, store))
         else:
             print(uninstall(hooks))
-    except (GuardInstallError, OSError) as exc:
+    except (GuardInstallError, UnsafeWrite, OSError) as exc:
         text = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
         print(f"agents-room guard {args.action}: {text}", file=sys.stderr)
         return 1
@@ -128,14 +130,17 @@ def install(hooks: str, store: str | None) -> str:
     if present and not ours and os.path.lexists(chained):
         raise GuardInstallError(f"{hook} is not agents-room's and {chained} exists already: move one of them away, "
                                 "then install again")
+    from .safe_write import write_file
+
     os.makedirs(hooks, exist_ok=True)
-    tmp = os.path.join(hooks, f".{HOOK}.agents-room.tmp")
-    with open(tmp, "w") as f:
-        f.write(script(store))
-    os.chmod(tmp, 0o755)
     if present and not ours:
         os.rename(hook, chained)  # kept whole (mode, symlink and all) for uninstall
-    os.replace(tmp, hook)  # atomic: a commit meanwhile runs the old hook or ours
+    try:  # atomic, through an exclusive temporary file: a commit meanwhile runs the old hook or ours
+        write_file(hook, script(store), within=hooks, mode=0o755)
+    except BaseException:
+        if present and not ours:
+            os.rename(chained, hook)  # nothing changed
+        raise
     if ours:
         return f"updated the guard in {hook}"
     kept = f"; the hook that was there runs first, from {chained}" if present else ""
