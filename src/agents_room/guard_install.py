@@ -97,20 +97,20 @@ def script(store: str | None) -> str:
     """The hook: the chained hook first (as git would run it: only when executable), then the
     guard, with this installation's interpreter on its entry (guard_entry.py); when that
     installation is gone, one line and the commit goes ahead."""
-    import shlex
+    from .shell_line import line, say, word
 
-    python = shlex.quote(sys.executable)
-    entry = shlex.quote(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_entry.py"))
-    db = f" --db {shlex.quote(store)}" if store else ""
+    python = word(sys.executable)
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_entry.py")
+    run = line(sys.executable, "-I", "-S", entry, *(["--db", store] if store else []))
     return (
         "#!/bin/sh\n"
         f"{MARK} refuses a commit of paths another session leased exclusively.\n"
         "# Written by `agents-room guard install`; `agents-room guard uninstall` puts back what was here.\n"
         f'chained="$0.agents-room-chained"\n'
         'if [ -x "$chained" ]; then "$chained" "$@" || exit $?; fi\n'
-        f"if [ -x {python} ] && [ -f {entry} ]; then exec {python} -I -S {entry}{db}; fi\n"
-        f"echo 'agents-room guard: {sys.executable} or its agents_room is gone; commit allowed "
-        "(agents-room guard uninstall removes this hook)' >&2\n"
+        f"if [ -x {python} ] && [ -f {word(entry)} ]; then exec {run}; fi\n"
+        + say(f"agents-room guard: {sys.executable} or its agents_room is gone; commit allowed "
+              "(agents-room guard uninstall removes this hook)") + "\n"
     )
 
 

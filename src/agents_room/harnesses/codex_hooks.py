@@ -21,10 +21,10 @@ approves its server. A hook edited by hand no longer matches its hash, and Codex
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
+from ..shell_line import with_env
 from .config_change import HOOK_TIMEOUT_S, USER, Change, InstallError, Store, marked
 from .json_files import event_hooks_edit, json_change
 from .toml_lines import Document, toml_key
@@ -42,7 +42,7 @@ def hooks_change(path: Path, hook: str, store: Store | None) -> Change:
     """Our hook on each of :data:`EVENTS` in ``hooks.json``, merged as Claude Code's settings
     are (:func:`.json_files.event_hooks_edit`). A store named at install rides the command, as
     the server's ``env`` does: Codex gives its hooks its own environment."""
-    command = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}" if store else hook
+    command = with_env("AGENTS_ROOM_DB", store.value, hook) if store else hook
     ours = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]
     return json_change(path, event_hooks_edit(path, {event: ours for event in EVENTS}), USER)
 

@@ -32,7 +32,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     """Project scope: ``.cursor/`` is committed and Cursor has no local form of it, so the
     project files get portable commands (``agents-room`` on PATH); ``--scope user`` writes this
     installation's paths under ``~/.cursor``."""
-    import shlex
+    from ..shell_line import with_env
 
     base = root / ".cursor" if scope == "project" else home / ".cursor"
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
@@ -40,11 +40,12 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     if scope == "project":
         exe, hook = committed_commands(store, ".cursor/")
     entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
-    prefix = ""
     if store:
         entry["env"] = {"AGENTS_ROOM_DB": store.value}
-        prefix = f"AGENTS_ROOM_DB={shlex.quote(store.value)} "  # hooks get no env of their own
-    ours = {"command": f"{prefix}{hook} --format cursor --event stop", "loop_limit": 3}
+    command = f"{hook} --format cursor --event stop"
+    if store:  # hooks get no env of their own
+        command = with_env("AGENTS_ROOM_DB", store.value, command)
+    ours = {"command": command, "loop_limit": 3}
 
     def hooks_edit(data: dict[str, Any]) -> list[str]:
         data.setdefault("version", 1)

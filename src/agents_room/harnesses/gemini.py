@@ -51,7 +51,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     commands, like Cursor's), or ``~/.gemini/settings.json`` with ``--scope user`` (this
     installation's paths and the fast hook command). InstallError for a machine-specific store
     in a project."""
-    import shlex
+    from ..shell_line import with_env
 
     path = (root if scope == "project" else home) / ".gemini" / "settings.json"
     if scope == "project":
@@ -61,7 +61,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     entry: dict[str, Any] = {"command": exe, "args": ["serve"], "timeout": GEMINI_TIMEOUT_MS}
     if store:
         entry["env"] = {"AGENTS_ROOM_DB": store.value}
-        hook = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}"  # the hooks' own environment is Gemini's
+        hook = with_env("AGENTS_ROOM_DB", store.value, hook)  # the hooks' own environment is Gemini's
     ours = [{"type": "command", "name": "agents-room", "command": hook, "timeout": GEMINI_HOOK_TIMEOUT_MS}]
     edit = both(server_edit(path, entry), event_hooks_edit(path, {event: ours for event in GEMINI_EVENTS}))
     return [json_change(path, edit, SHARED if scope == "project" else USER)]

@@ -135,10 +135,10 @@ def hook_command() -> str:
     ``site``, on its hook entry (agents_room/hook_entry.py says why), so each hook event costs little more
     than the interpreter's bare start. It does the same as ``agents-room hook``. The entry stays
     at ``agents_room/hook_entry.py``, the path earlier installs wrote into users' settings."""
-    import shlex
+    from ..shell_line import line
 
     entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hook_entry.py")
-    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)}"
+    return line(sys.executable, "-I", "-S", entry)
 
 
 def belongs_to(path: Path, folders: tuple[Path, ...]) -> Path:
