@@ -215,9 +215,10 @@ class Store(WakeCalls):
         body = bounds.body(body)
         reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
         ttl = bounds.message_ttl(ttl_s)
+        known = messages.match_outside(self.db.read, to)  # a file: glob's costly part, outside the lock
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
-            return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path)
+            return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path, known)
 
     def msg_recv(self, session_id: Any, limit: Any = None) -> Received:
         n = bounds.limit(limit, 100)
