@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__, guard_install, person
 from .harnesses import hook, install
 from .parser import Parser, not_empty, seconds
+from .visible import visible
 
 if TYPE_CHECKING:
     from .store import Store
@@ -193,6 +194,7 @@ def who(args: argparse.Namespace) -> int:
     rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
               _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+    rows = [[visible(cell) for cell in row] for row in rows]  # agents wrote them: agents_room/visible.py
     print(_table(rows))
     if any(m.host != store.host for m in members):
         from .store.hosts import ALIVE_WITHIN_S
@@ -231,7 +233,7 @@ def prune(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
         label = f" ({s.label})" if s.label else ""
-        print(f"{verb} {s.id}{label}: {s.harness}, cwd {s.cwd}, last seen {_ago(s.last_seen)}, gone")
+        print(visible(f"{verb} {s.id}{label}: {s.harness}, cwd {s.cwd}, last seen {_ago(s.last_seen)}, gone"))
     if not removed:
         print(f"nothing to prune: no session quiet for {args.quiet_s:g}s is gone")
     return 0
@@ -287,13 +289,13 @@ def doctor(args: argparse.Namespace) -> int:
             print(f"{key + ':':16}{value}")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
         print(f"{'this host:':16}{health['host']}")
-        print(f"{'sessions:':16}" + (", ".join(
+        print(f"{'sessions:':16}" + visible(", ".join(
             f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
             + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
             for h, counts in health["liveness_by_host"].items()) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
-        print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
+        print(f"{'other stores:':16}" + f"\n{'':16}".join(map(visible, lines)))
     return 0 if health["healthy"] else 1
 
 
