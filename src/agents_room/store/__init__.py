@@ -122,6 +122,7 @@ class Store(WakeCalls):
         path = bounds.path(value, cwd)  # canonical: the real path of the file
         if path in self.own_files:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
+        reads.within_repository(path, cwd)
         return path
 
     # -- sessions and rooms ---------------------------------------------------------------------

@@ -28,6 +28,26 @@ class Drift:
     baseline: bool = True  # False: note_read was never called for this path (SAFE says nothing then)
 
 
+# Folders whose files are the kernel's, never a repository's: refused even from a session
+# whose folder holds them.
+_SYSTEM = ("/proc", "/sys", "/dev")
+
+
+def within_repository(path: str, cwd: str) -> None:
+    """Refuse (``InvalidArgument``) a ``path`` (canonical) outside the session's repository:
+    the git work tree holding its ``cwd``, else its ``cwd`` itself (never the whole file
+    system). note_read and drift_check hash what the server can read, and over ``serve
+    --http`` the caller is anyone with the token: without this, a guess of any file's
+    contents (``/etc/shadow`` as root, ``/proc/self/environ``) could be confirmed."""
+    from .rooms import git_toplevel  # here: the hook's news path imports this module, never this function
+
+    top = paths.canonical(git_toplevel(cwd) or cwd)
+    inside = top != os.sep and (path == top or path.startswith(top.rstrip(os.sep) + os.sep))
+    if not inside or path.startswith(tuple(f + os.sep for f in _SYSTEM)):
+        raise InvalidArgument("path", f"{path} is outside this session's repository ({top}); note_read and "
+                              "drift_check read only files of the repository the session joined from")
+
+
 def file_hash(path: str) -> str | None:
     """SHA-256 of the file's bytes now; ``None`` if it does not exist. Raises
     ``InvalidArgument`` for something that is not a readable regular file."""
