@@ -104,8 +104,12 @@ def serve(args: argparse.Namespace) -> int:
 
             anyio.run(channel.serve_stdio, server)
         else:
+            import anyio
+
+            from .server import stdio
+
             watcher = wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND else None
-            server.run("stdio")
+            anyio.run(stdio.serve, server)  # every malformed request answered (server/stdio.py)
             if watcher:
                 watcher.stop()
     except KeyboardInterrupt:

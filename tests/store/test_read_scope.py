@@ -16,7 +16,8 @@ def refused(call: Callable[[], object], path: str) -> str:
     with pytest.raises(InvalidArgument) as caught:
         call()
     text = str(caught.value)
-    assert text.startswith(f"invalid_argument: path: {path} is outside this session's repository ("), text
+    assert text.startswith(f"invalid_argument: path: {path} is outside "), text
+    assert "note_read and drift_check read only files of those repositories" in text
     return text
 
 
@@ -49,3 +50,18 @@ def test_outside_any_repository_the_sessions_folder_is_the_bound(store: Store, j
     refused(lambda: store.note_read(me, str(tmp_path / "beside.txt")), str(tmp_path / "beside.txt"))
     root = join(cwd="/")  # the whole file system is no repository
     refused(lambda: store.note_read(root, "/etc/hostname"), "/etc/hostname")
+
+
+def test_a_repository_shared_through_a_room_may_be_read(store: Store, join: Callable[..., str], repo: Path,
+                                                        other_repo: Path) -> None:
+    """Sessions sharing a room coordinate across repositories (a drift check on the file
+    another repository's agent holds): those repositories are readable, and only while one
+    of their sessions is live in a room with the reader."""
+    (other_repo / "b.py").write_text("b\n")
+    me = join(cwd=repo, room="team:x")
+    refused(lambda: store.note_read(me, str(other_repo / "b.py")), str(other_repo / "b.py"))
+    peer = join(cwd=other_repo, room="team:x")
+    assert len(store.note_read(me, str(other_repo / "b.py"))) == 64
+    assert store.drift_check(me, str(other_repo / "b.py")).severity == "SAFE"
+    store.room_leave(peer)
+    refused(lambda: store.drift_check(me, str(other_repo / "b.py")), str(other_repo / "b.py"))

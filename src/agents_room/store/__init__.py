@@ -118,11 +118,21 @@ class Store(WakeCalls):
             with contextlib.suppress(StoreBusy), self.db.write() as tx:
                 tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
 
-    def _readable_path(self, value: Any, cwd: str) -> str:
-        path = bounds.path(value, cwd)  # canonical: the real path of the file
+    def _readable_path(self, value: Any, me: Caller, tx: Any = None) -> str:
+        """``value`` as the canonical path ``me`` may read: not the store's own file, and
+        inside its repository or that of a live session sharing a room with it (in ``tx``,
+        else a read transaction of its own, only when the path is outside its own)."""
+        path = bounds.path(value, me.cwd)  # canonical: the real path of the file
         if path in self.own_files:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
-        reads.within_repository(path, cwd)
+
+        def others() -> list[str]:
+            if tx is not None:
+                return rooms.peer_folders(tx, me.id)
+            with self.db.read() as own:
+                return rooms.peer_folders(own, me.id)
+
+        reads.within_repository(path, me.cwd, others)
         return path
 
     # -- sessions and rooms ---------------------------------------------------------------------
@@ -312,8 +322,8 @@ class Store(WakeCalls):
         """Record the file's SHA-256 now. The file is hashed between two transactions, never
         while holding the write lock."""
         with self.db.read() as tx:
-            cwd = self._session(tx, session_id, touch=False).cwd
-        normal = self._readable_path(path, cwd)
+            me = self._session(tx, session_id, touch=False)
+        normal = self._readable_path(path, me)
         digest = reads.file_hash(normal)
         if digest is None:
             raise InvalidArgument("path", f"{normal} does not exist")
@@ -324,7 +334,7 @@ class Store(WakeCalls):
     def drift_check(self, session_id: Any, path: Any) -> Drift:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            normal = self._readable_path(path, me.cwd)
+            normal = self._readable_path(path, me, tx)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
         self._touch_if_stale(me, tx.now)
         return drift
