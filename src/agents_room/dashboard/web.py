@@ -29,13 +29,12 @@ from urllib.parse import parse_qs
 import anyio
 from sse_starlette import EventSourceResponse
 from starlette.applications import Starlette
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..server.http import Address, BearerAuth, check_exposure
+from ..server.http import Address, BearerAuth, LoopbackOnly, check_exposure
 from ..store import InvalidArgument, RoomError, Store, bounds
 
 POLL_S = 0.2  # how often a stream asks the store for its last_seq
@@ -137,9 +136,10 @@ def build(store: Store, address: Address, token: str | None) -> ASGIApp:
     app: ASGIApp = Starlette(routes=routes)
     if token:
         app = TokenCarrier(BearerAuth(app, token))
-    if address.loopback and ":" not in address.host:
-        # A page elsewhere cannot read this one through DNS rebinding: only loopback names.
-        app = TrustedHostMiddleware(app, allowed_hosts=["127.0.0.1", "localhost", address.host])
+    if address.loopback:
+        # A page elsewhere cannot read this one through DNS rebinding: only loopback names,
+        # on every loopback address, [::1] too (server/http.py).
+        app = LoopbackOnly(app, address)
     return app
 
 
