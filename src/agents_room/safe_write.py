@@ -20,7 +20,6 @@ person's own settings by committing ``.claude`` as a link to ``~/.claude``.
 from __future__ import annotations
 
 import os
-import secrets
 
 
 class UnsafeWrite(Exception):
@@ -81,7 +80,7 @@ def write_file(path: str | os.PathLike[str], text: str, *, within: str | os.Path
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, exc.filename or given) from None
     try:
-        tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+        tmp = f".{name}.{os.urandom(8).hex()}.tmp"  # os.urandom: the hook path imports this module
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                          dir_fd=dir_fd)
