@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from . import bounds, coverage, paths
 from .delivery import UNREAD, advance
 from .delivery import UNREAD_SQL as _UNREAD_SQL
-from .errors import InvalidArgument, NotRecipient, UnknownSession
+from .errors import InvalidArgument, NotRecipient, RoomError, UnknownSession
 from .sessions import Caller, explain_unknown_recipient
 from .engine import Tx
 
@@ -107,8 +107,11 @@ def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) ->
         patterns = _file_patterns(bounds.glob(to[5:]))
     except InvalidArgument:
         return {}
-    with read() as tx:
-        rows = {(path, cwd) for _sid, path, cwd in _live_leases(tx)}
+    try:
+        with read() as tx:
+            rows = {(path, cwd) for _sid, path, cwd in _live_leases(tx)}
+    except RoomError:  # busy, say: the transaction matches every lease itself, as it did before
+        return {}
     return {(p, path, cwd): coverage.glob_reaches(p, path, cwd) for p in patterns for path, cwd in rows}
 
 
