@@ -60,7 +60,7 @@ def main() -> None:
         from store.test_selector_cost import nfa_reaches_beneath
 
         coverage.glob_reaches_beneath = nfa_reaches_beneath
-        messages.match_outside = lambda read, to: {}
+        messages.match_outside = lambda read, to: None
     cluster = pgcluster.start_cluster(fsync=False)
     worst = 0.0
     try:

@@ -113,3 +113,42 @@ def test_the_glob_is_matched_outside_the_write_lock_and_a_newer_lease_inside(
     assert sent.recipients == sorted([early, late])
     assert seen and all("late" in name or name == "?" or len(name) == 1 for name in seen), seen
     assert not [name for name in seen if "early" in name]
+
+
+def test_leases_taken_faster_than_the_matching_start_the_send_again_then_make_it_busy(
+        store: Store, join: Callable[..., str], repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More than LATE_MAX leases taken between the snapshot and the transaction: the send
+    starts again from a new snapshot (nothing written meanwhile); when that keeps happening,
+    ``store_busy`` after SNAPSHOTS tries and no message is stored. The work inside the lock
+    stays bounded either way."""
+    import contextlib
+
+    from agents_room.store import SNAPSHOTS, StoreBusy
+    from agents_room.store.messages import LATE_MAX
+
+    sender, holder = join(label="sender"), join(label="holder")
+    real_read, taken = store.db.read, [0]
+
+    def burst() -> None:
+        for _ in range(LATE_MAX + 1):
+            assert store.lease_claim(holder, str(repo / "d" / f"f{taken[0]}.py")).ok
+            taken[0] += 1
+
+    @contextlib.contextmanager
+    def read(bursts: list[int]):  # noqa: ANN202
+        with real_read() as tx:
+            yield tx
+        if bursts[0] > 0:
+            bursts[0] -= 1
+            burst()
+
+    once = [1]
+    monkeypatch.setattr(store.db, "read", lambda: read(once))
+    sent = store.msg_send(sender, "file:d/*")
+    assert sent.recipients == [holder] and once == [0]
+    before = store.msg_sent(sender)
+    always = [SNAPSHOTS]
+    monkeypatch.setattr(store.db, "read", lambda: read(always))
+    with pytest.raises(StoreBusy, match="changed faster than the file: selector could be matched"):
+        store.msg_send(sender, "file:d/*")
+    assert store.msg_sent(sender) == before and always == [0]

@@ -54,6 +54,8 @@ __all__ = [
 # A read-only call records last_seen only when the stored value is older than this, so
 # reads stay reads (no write lock) under load.
 TOUCH_INTERVAL_S = 30.0
+# Read snapshots a file: selector is matched against before a send gives up (store/messages.py, Stale).
+SNAPSHOTS = 3
 
 
 class Store(WakeCalls):
@@ -226,10 +228,16 @@ class Store(WakeCalls):
         body = bounds.body(body)
         reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
         ttl = bounds.message_ttl(ttl_s)
-        known = messages.match_outside(self.db.read, to)  # a file: glob's costly part, outside the lock
-        with self.db.write() as tx:
-            me = self._session(tx, session_id, touch=True)
-            return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path, known)
+        for _ in range(SNAPSHOTS):
+            known = messages.match_outside(self.db.read, to)  # a file: glob's costly part, outside the lock
+            try:
+                with self.db.write() as tx:
+                    me = self._session(tx, session_id, touch=True)
+                    return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path, known)
+            except messages.Stale:  # leases came faster than the matching: again, from a new snapshot
+                continue
+        raise StoreBusy(f"the live leases changed faster than the file: selector could be matched ({SNAPSHOTS} "
+                        "tries); nothing was sent, try again")
 
     def msg_recv(self, session_id: Any, limit: Any = None) -> Received:
         n = bounds.limit(limit, 100)

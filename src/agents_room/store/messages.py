@@ -78,6 +78,14 @@ def _peers(tx: Tx, sender: str) -> list[str]:
 # A `file:` selector's matches, worked out before the write transaction: (glob, lease path,
 # holder's cwd) -> whether the glob reaches that holder.
 Matches = dict[tuple[str, str, str], bool]
+# At most this many matches inside the write transaction (leases taken since the snapshot);
+# more, and the send starts again from a new snapshot (:class:`Stale`).
+LATE_MAX = 16
+
+
+class Stale(Exception):
+    """More leases than :data:`LATE_MAX` were taken between the snapshot and the write
+    transaction; nothing was written."""
 
 
 def _file_patterns(pattern: str) -> list[str]:
@@ -94,30 +102,31 @@ def _live_leases(tx: Tx) -> list[tuple[str, str, str]]:
     )
 
 
-def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) -> Matches:
+def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) -> Matches | None:
     """A ``file:`` selector matched against the live leases of a read snapshot, outside the
     write lock: matching is the costly part of a send (each lease's path in three forms,
     each an fnmatch of up to 256 characters against up to 4096), and a writer holding the
     lock meanwhile stops every other agent's writes. :func:`resolve_selector` then matches,
-    inside the transaction, only the leases taken since. Nothing for another selector, or
-    one the transaction will refuse (it refuses it in its own order)."""
+    inside the transaction, only the leases taken since (at most :data:`LATE_MAX`). None for
+    another selector, or one the transaction will refuse (it refuses it in its own order)."""
     if not (isinstance(to, str) and to.startswith("file:")) or "\x00" in to:
-        return {}
+        return None
     try:
         patterns = _file_patterns(bounds.glob(to[5:]))
     except InvalidArgument:
-        return {}
+        return None
     try:
         with read() as tx:
             rows = {(path, cwd) for _sid, path, cwd in _live_leases(tx)}
     except RoomError:  # busy, say: the transaction matches every lease itself, as it did before
-        return {}
+        return None
     return {(p, path, cwd): coverage.glob_reaches(p, path, cwd) for p in patterns for path, cwd in rows}
 
 
 def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known: Matches | None = None) -> list[str]:
     """The recipients of a selector, resolved now. Broadcasts never include the sender.
-    ``known``: a ``file:`` selector's matches worked out before (:func:`match_outside`)."""
+    ``known``: a ``file:`` selector's matches worked out before (:func:`match_outside`); with
+    it, more than :data:`LATE_MAX` leases to match here raise :class:`Stale`."""
     if not isinstance(to, str) or not to:
         raise InvalidArgument("to", "must be '*', a session id, 'file:<glob>' or 'tag:<tag>'")
     if "\x00" in to:
@@ -131,11 +140,17 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known:
     if to.startswith("file:"):
         patterns = _file_patterns(bounds.glob(to[5:]))
         peers = set(_peers(tx, sender.id))
-        known = known or {}
+        late = 0
 
         def reaches(p: str, path: str, cwd: str) -> bool:
-            found = known.get((p, path, cwd))
-            return coverage.glob_reaches(p, path, cwd) if found is None else found
+            nonlocal late
+            found = None if known is None else known.get((p, path, cwd))
+            if found is not None:
+                return found
+            late += 1
+            if known is not None and late > LATE_MAX:
+                raise Stale
+            return coverage.glob_reaches(p, path, cwd)
 
         return sorted({sid for sid, path, cwd in _live_leases(tx)
                        if sid in peers and any(reaches(p, path, cwd) for p in patterns)})
