@@ -41,8 +41,8 @@ repositories. It holds presence, messages, file leases and a record of what you 
 4. msg_recv reads your messages; msg_send to '*' reaches everyone sharing a room with you;
    room_who shows who is here; room_history shows what was said before you joined.
 
-Errors start with a code: unknown_session (the session_id names no live session: the text
-says what it probably is; room_join again if yours ended), invalid_argument: <field> (fix that
+Errors start with a code: unknown_session (the session_id names no live session, or another
+agent's: the text says what it probably is and which id is yours; room_join again if yours ended), invalid_argument: <field> (fix that
 argument), lease_not_held, not_recipient, store_busy (the store was busy: retry in a moment,
 nothing changed), store_error (the store failed; when it says the store is unreachable, call again in a
 little while; otherwise tell your human).
