@@ -70,6 +70,8 @@ class Selves:
         Raises ``UnknownSession`` when it names a session this server does not serve, or is a
         credential this process did not hand out. ``headers``: the HTTP request's, ``None``
         over stdio (or in process)."""
+        if type(session_id) is str and session_id in self.joined:  # the common case over stdio: one lookup
+            return session_id
         if not isinstance(session_id, str):
             return session_id  # the store refuses it, naming the field
         sid, dot, _ = session_id.strip().partition(".")  # stripped as the store reads it
