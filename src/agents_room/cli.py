@@ -44,6 +44,21 @@ def open_store(args: argparse.Namespace, *, create: bool = True) -> Store:
     return Store.open(location(args), create=create)
 
 
+def open_existing(args: argparse.Namespace) -> Store | None:
+    """The store of a command that only looks; None, after saying so on standard output, where
+    there is none yet (no_room.py: not a failure, unless no store can ever be made there)."""
+    from . import no_room
+    from .store import Store
+    from .store.errors import NoStore
+
+    where = location(args)
+    try:
+        return Store.open(where, create=False)
+    except NoStore:
+        print(no_room.line(where))
+        return None
+
+
 def open_store_or_wait(args: argparse.Namespace, *, create: bool = True) -> Store:
     """The store of a server (``serve``, ``dashboard``): opened now, or, when its database
     cannot be reached yet, a stand-in that opens it at the first call that finds it up
@@ -178,7 +193,19 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def who(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    if args.json:  # standard output stays JSON: the words for no room yet go to standard error
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            found = open_existing(args)
+        if found is None:
+            _print_json([])
+            return 0
+    else:
+        found = open_existing(args)
+        if found is None:
+            return 0
+    with found as store:
         members = store.room_who(room=args.room)
     if args.json:
         import dataclasses  # here, not at the top: see location()
@@ -226,7 +253,10 @@ def add_who(subparsers: Subparsers) -> None:
 
 
 def prune(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    found = open_existing(args)
+    if found is None:
+        return 0
+    with found as store:
         removed = store.prune(args.quiet_s, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
@@ -258,11 +288,16 @@ def doctor(args: argparse.Namespace) -> int:
 
     from . import elsewhere  # here, not at the top: see location()
     from .store import StoreError
+    from .store.errors import NoStore
 
     where = location(args)
     others = elsewhere.other_stores(where.target, Path.cwd(), Path.home())
     try:
         store = open_store(args, create=False)  # refuses a missing store, or a file that is not a healthy one
+    except NoStore as exc:
+        if any(f.exists for f in others):  # the store the person expected may be one of these
+            raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
+        return _doctor_no_store(where, others, json_out=args.json)
     except StoreError as exc:
         if others:  # the store the person expected may be one of these
             raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
@@ -297,13 +332,33 @@ def doctor(args: argparse.Namespace) -> int:
     return 0 if health["healthy"] else 1
 
 
+def _doctor_no_store(where: Location, others: list[Any], *, json_out: bool) -> int:
+    """``doctor`` where there is no store yet and no other store agents may be on: nothing is
+    wrong when a store can be made there; where none can, one line naming the path and the
+    reason (no_room.py)."""
+    from . import elsewhere, no_room
+
+    no_room.check(where)
+    if json_out:
+        _print_json({"path": str(where), "origin": where.origin, "exists": False, "healthy": True, "other_stores": [
+            {"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem} for f in others]})
+        return 0
+    print(f"{'path:':16}{where} ({where.origin})")
+    print(f"{'store:':16}none yet, nothing was created: {no_room.MAKES_ONE}")
+    lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
+                                                         "in the harness files install writes)"]
+    print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
+    return 0
+
+
 def add_doctor(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "doctor", help="check the store file",
         description="Open the store and report its path (and where that came from), journal mode, schema version, "
         "quick_check, row counts and WAL size, and list other stores agents on this machine may be on: the default "
         "location and every AGENTS_ROOM_DB in the harness files install writes (this folder's and your home's). "
-        "Exits non-zero, naming the file, if the store is missing or refused.",
+        "Where there is no store yet, says so and whether one can be made there. Exits non-zero, naming the file, "
+        "if the store is refused, cannot be made, or is missing while agents may be on another store.",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=doctor)

@@ -138,7 +138,8 @@ def room_join(
     you. Calling it again with the same harness key rejoins the same session (rooms added,
     label and tags replaced when given). Returns session_id, rooms, autonomy, rejoined, store (the
     store you are on: agents on another store never see you), and a warning when something was
-    not applied as asked (e.g. autonomy lowered or clamped by a room cap).
+    not applied as asked (e.g. autonomy lowered or clamped by a room cap). Messages said in your
+    rooms before you joined are not delivered to you: room_history shows them.
     Errors: invalid_argument: <field> names the malformed argument."""
     s = _state(ctx)
     me = s.identity
