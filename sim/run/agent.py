@@ -98,7 +98,8 @@ class Agent:
             shown["body_bytes"] = len(shown.pop("body"))
         self.last_error = ""
         if self.thought_ms is not None:  # the first call after a think: the think drawn, in its invoke
-            extra, self.thought_ms = {**(extra or {}), "think_ms": self.thought_ms}, None
+            extra = {**(extra or {}), "think_ms": self.thought_ms}
+            self.thought_ms = None
         poise = getattr(self.driver, "poise", None)
         if poise is not None and f != "edit":  # a harness: invoked when its model makes the call
             poise()
