@@ -56,7 +56,8 @@ def test_two_servers_in_two_repos_with_one_absolute_setting_share_one_store(tmp_
     db = tmp_path / "shared" / "room.db"
     for name in ("alpha", "beta"):
         (tmp_path / name).mkdir()
-        done = run("--db", str(db), "doctor", env={"AGENTS_ROOM_DB": str(db)}, cwd=tmp_path / name)
+        done = run("--db", str(db), "doctor", env={"AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)},
+                   cwd=tmp_path / name)
         assert done.returncode == 0 and "none yet, nothing was created" in done.stdout  # doctor only looks
         assert not db.parent.exists()
     with Store.open(db) as store:
@@ -104,7 +105,7 @@ def test_a_path_that_cannot_hold_a_store_is_one_clear_line(tmp_path: Path, comma
     afile = tmp_path / "a-file"
     afile.write_text("not a folder")
     for db in (afile / "room.db", afile / "deeper" / "room.db", Path("/proc/nope/room.db")):
-        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db)}))
+        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)}))
         assert line.startswith("agents-room: store_error:") and str(db) in line
         if command[0] != "serve":  # the commands that look, and send, say why (store/location.py, unusable)
             assert (f"{afile} is a file, not a folder" in line if db.is_relative_to(afile)

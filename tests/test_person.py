@@ -35,8 +35,9 @@ def room(location: str):
         yield s
 
 
-def person(location: str, *args: str, cwd: Path, stdin: str = "", user: str = "carol") -> subprocess.CompletedProcess:
-    env = {**os.environ, "AGENTS_ROOM_DB": location, "USER": user}
+def person(location: str, *args: str, cwd: Path, stdin: str = "", user: str = "carol",
+           **more: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AGENTS_ROOM_DB": location, "USER": user, **more}
     return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, env=env, input=stdin, timeout=60)
 
 
@@ -127,12 +128,14 @@ def test_the_person_key_is_one_per_user_and_host() -> None:
 
 @pytest.mark.anyio
 @pytest.mark.slow
-async def test_a_person_opens_the_room_before_any_agent(location: str, repo: Path) -> None:
+async def test_a_person_opens_the_room_before_any_agent(location: str, repo: Path, tmp_path: Path) -> None:
     """Issue 49: before any agent has joined, the looking commands say there is no room yet and
     exit 0; a person's send makes the store as a join would, reaches 0 sessions without an
     error, and an agent that joins later (a real MCP server over stdio) reads it in room_history."""
+    home = tmp_path / "home"  # doctor looks for other stores there: none on a new machine
+    home.mkdir()
     for args in (["inbox"], ["who"], ["doctor"]):
-        done = person(location, *args, cwd=repo)
+        done = person(location, *args, cwd=repo, HOME=str(home))
         assert done.returncode == 0 and not done.stderr, (args, done.stdout, done.stderr)
         assert "agents-room send" in done.stdout and "nothing was created" in done.stdout, done.stdout
     if not location.startswith("postgres"):
