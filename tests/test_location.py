@@ -104,8 +104,10 @@ def test_commands_that_only_look_create_no_store(tmp_path: Path, command: list[s
 def test_a_path_that_cannot_hold_a_store_is_one_clear_line(tmp_path: Path, command: list[str]) -> None:
     afile = tmp_path / "a-file"
     afile.write_text("not a folder")
+    home = tmp_path / "home"
+    Store.open(home / ".agents-room" / "room.db").close()  # another store exists: the reason still comes first
     for db in (afile / "room.db", afile / "deeper" / "room.db", Path("/proc/nope/room.db")):
-        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)}))
+        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db), "HOME": str(home)}))
         assert line.startswith("agents-room: store_error:") and str(db) in line
         if command[0] != "serve":  # the commands that look, and send, say why (store/location.py, unusable)
             assert (f"{afile} is a file, not a folder" in line if db.is_relative_to(afile)

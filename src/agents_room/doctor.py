@@ -20,7 +20,7 @@ def _print_json(value: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from . import elsewhere  # here, not at the top: see cli.location()
+    from . import elsewhere, no_room  # here, not at the top: see cli.location()
     from .store import Store, StoreError
     from .store.location import resolve
     from .store.errors import NoStore
@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = Store.open(where, create=False)  # refuses a missing store, or a file that is not a healthy one
     except NoStore as exc:
+        no_room.check(where)  # no store can ever be made there: that, before any other store
         if any(f.exists for f in others):  # the store the person expected may be one of these
             raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
         return _doctor_no_store(where, others, json_out=args.json)
