@@ -148,6 +148,9 @@ async def test_a_person_opens_the_room_before_any_agent(location: str, repo: Pat
         assert (store_file.parent.stat().st_mode & 0o777, store_file.stat().st_mode & 0o777) == (0o700, 0o600)
     server = StdioServerParameters(command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": location}, cwd=str(repo))
     async with Client(server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "before you joined are not delivered to you: room_history shows them" in str(
+            tools["room_join"].description)  # the joining agent is told where to look
         sid = (await client.call_tool("room_join", {"label": "bob"})).structured_content["session_id"]
         history = (await client.call_tool("room_history", {"session_id": sid})).structured_content
         unread = (await client.call_tool("msg_recv", {"session_id": sid})).structured_content["messages"]
