@@ -153,6 +153,7 @@ def room_join(
     store you are on: agents on another store never see you), and a warning when something was
     not applied as asked (e.g. autonomy lowered or clamped by a room cap). Over a shared HTTP
     server also credential: pass it as session_id (the bare id is a name others see, not a key).
+    Messages said in your rooms before you joined are not delivered to you: room_history shows them.
     Errors: invalid_argument: <field> names the malformed argument."""
     s = _state(ctx)
     me = s.identity
