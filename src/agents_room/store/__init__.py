@@ -329,63 +329,14 @@ class Store(WakeCalls):
 
     # -- the edit guard (store/editclaim.py) --------------------------------------------------------
 
-    def edit_claim(
-        self, *, cwd: str, files: list[str], harness: str, keys: list[str] = (), pids: list[int] = (),
-        harness_pid: int | None = None, join_key: str | None = None, claim: bool = True,
-        ttl_s: float = editclaim.EDIT_TTL_S, scan: ProcessScan | None = None,
-    ) -> editclaim.Verdict:
-        """The edit guard's question for one tool call that would write ``files`` (relative to
-        ``cwd``): may it, and (``claim``) take or renew an exclusive lease of each for the
-        session these harness ``keys`` or ``pids`` find (else joined on its behalf, with
-        ``harness_pid`` and ``join_key``). One write transaction; a holder whose agent is
-        proven gone (judged after it, outside the lock) is left as ``prune`` leaves it, and the
-        call judged again once."""
-        cwd = paths.canonical(os.path.abspath(cwd))
-        targets = []
-        for value in editclaim.check_paths(list(files)):
-            where, spelled = bounds.lease_paths(value, cwd)
-            try:
-                digest = reads.file_hash(where.rstrip("/")) if where.rstrip("/") not in self.own_files else None
-            except InvalidArgument:
-                digest = None
-            targets.append(editclaim.Target(where, spelled, digest))
-        for attempt in range(2):
-            with self.db.write() as tx:
-                me, joined = editclaim.find_or_join(
-                    tx, list(keys), list(pids), cwd=cwd, harness=bounds.harness(harness), harness_pid=harness_pid,
-                    join_key=bounds.harness_key(join_key), host=self.host)
-                verdict = editclaim.judge(tx, me, targets, joined, claim=claim, ttl_s=ttl_s)
-            if verdict.ok or verdict.holder is None or attempt:
-                return verdict
-            h = verdict.holder
-            judge = Judge(self.host, tx.now, scan)
-            if judge(h.lease.session_id, h.pid, h.harness_key, h.host, h.last_seen, h.gone_at) != "gone":
-                return verdict
-            with self.db.write() as tx:  # its agent is gone: left as prune leaves it
-                gone = tx.one("SELECT id, cwd, label, last_seen FROM sessions WHERE id = ? AND left_at IS NULL",
-                              (h.lease.session_id,))
-                if gone is not None:
-                    rooms.leave(tx, Caller(*gone), reason="prune")
-        return verdict
+    def edit_claim(self, *, cwd: str, files: list[str], harness: str, **kw: Any) -> editclaim.Verdict:
+        """The edit guard's question for one tool call that would write ``files``: may it, and
+        (``claim``) an exclusive lease of each for its session (:func:`.editclaim.edit_claim`)."""
+        return editclaim.edit_claim(self, cwd=cwd, files=files, harness=harness, **kw)
 
-    def edit_read(
-        self, *, cwd: str, path: str, harness: str, keys: list[str] = (), pids: list[int] = (),
-        harness_pid: int | None = None, join_key: str | None = None,
-    ) -> str | None:
-        """The read baseline a harness's read tool records (``note_read`` of ``path`` for the
-        session found or joined as :meth:`edit_claim` does). The digest; None when the file
-        does not exist (nothing was read)."""
-        cwd = paths.canonical(os.path.abspath(cwd))
-        normal = self._readable_path(path, cwd)
-        digest = reads.file_hash(normal)
-        if digest is None:
-            return None
-        with self.db.write() as tx:
-            me, _ = editclaim.find_or_join(
-                tx, list(keys), list(pids), cwd=cwd, harness=bounds.harness(harness), harness_pid=harness_pid,
-                join_key=bounds.harness_key(join_key), host=self.host)
-            reads.note_read(tx, me, normal, digest)
-        return digest
+    def edit_read(self, *, cwd: str, path: str, harness: str, **kw: Any) -> str | None:
+        """The read baseline a harness's read tool records (:func:`.editclaim.edit_read`)."""
+        return editclaim.edit_read(self, cwd=cwd, path=path, harness=harness, **kw)
 
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
         """Everything a live view shows (store/overview.py), of ``room`` or of every room, with

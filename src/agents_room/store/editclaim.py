@@ -20,13 +20,16 @@ the call judged again once.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from . import leases, news, reads, rooms, sessions
+from . import bounds, leases, news, paths, reads, rooms, sessions
 from .clock import iso
 from .engine import Tx
 from .errors import InvalidArgument
 from .leasecall import Lease
+from .liveness import Judge, ProcessScan
 from .sessions import Caller
 
 # The lease an edit takes: 10 minutes, renewed by every edit of the file. Long enough to
@@ -166,3 +169,62 @@ def check_paths(values: list[str]) -> list[str]:
     if not values:
         raise InvalidArgument("files", "name at least one path the tool call would write")
     return values
+
+
+# -- the store's operations (Store.edit_claim, Store.edit_read) ------------------------------------
+
+
+def edit_claim(store: Any, *, cwd: str, files: list[str], harness: str, keys: Sequence[str] = (),
+               pids: Sequence[int] = (), harness_pid: int | None = None, join_key: str | None = None,
+               claim: bool = True, ttl_s: float = EDIT_TTL_S, scan: ProcessScan | None = None) -> Verdict:
+    """May a tool call write ``files`` (relative to ``cwd``), and (``claim``) an exclusive lease
+    of each for the session these harness ``keys`` or ``pids`` find (else joined on its behalf,
+    with ``harness_pid`` and ``join_key``). One write transaction; a holder whose agent is
+    proven gone (judged after it, outside the lock) is left as ``prune`` leaves it, and the
+    call judged again once."""
+    cwd = paths.canonical(os.path.abspath(cwd))
+    targets = []
+    for value in check_paths(list(files)):
+        where, spelled = bounds.lease_paths(value, cwd)
+        bare = where.rstrip("/")
+        try:
+            digest = None if bare in store.own_files else reads.file_hash(bare)
+        except InvalidArgument:  # a directory, a device: nothing to compare
+            digest = None
+        targets.append(Target(where, spelled, digest))
+    harness, join_key = bounds.harness(harness), bounds.harness_key(join_key)
+    verdict = None
+    for attempt in range(2):
+        with store.db.write() as tx:
+            me, joined = find_or_join(tx, list(keys), list(pids), cwd=cwd, harness=harness, harness_pid=harness_pid,
+                                      join_key=join_key, host=store.host)
+            verdict = judge(tx, me, targets, joined, claim=claim, ttl_s=ttl_s)
+        if verdict.ok or verdict.holder is None or attempt:
+            return verdict
+        h = verdict.holder
+        if Judge(store.host, tx.now, scan)(h.lease.session_id, h.pid, h.harness_key, h.host, h.last_seen,
+                                            h.gone_at) != "gone":
+            return verdict
+        with store.db.write() as tx:  # its agent is gone: left as prune leaves it
+            gone = tx.one("SELECT id, cwd, label, last_seen FROM sessions WHERE id = ? AND left_at IS NULL",
+                          (h.lease.session_id,))
+            if gone is not None:
+                rooms.leave(tx, Caller(*gone), reason="prune")
+    return verdict
+
+
+def edit_read(store: Any, *, cwd: str, path: str, harness: str, keys: Sequence[str] = (), pids: Sequence[int] = (),
+              harness_pid: int | None = None, join_key: str | None = None) -> str | None:
+    """The read baseline a harness's read tool records: ``note_read`` of ``path`` for the
+    session found or joined as :func:`edit_claim` finds it. The digest; None when the file
+    does not exist (nothing was read)."""
+    cwd = paths.canonical(os.path.abspath(cwd))
+    normal = store._readable_path(path, cwd)
+    digest = reads.file_hash(normal)
+    if digest is None:
+        return None
+    with store.db.write() as tx:
+        me, _ = find_or_join(tx, list(keys), list(pids), cwd=cwd, harness=bounds.harness(harness),
+                             harness_pid=harness_pid, join_key=bounds.harness_key(join_key), host=store.host)
+        reads.note_read(tx, me, normal, digest)
+    return digest
