@@ -67,13 +67,16 @@ def matcher(harness: str, *, read: bool = False) -> str:
     return "|".join((READERS if read else WRITERS)[harness])
 
 
-def command(harness: str, edits: str, *, read: bool = False) -> str:
+def command(harness: str, edits: str, *, read: bool = False, by_name: bool = False) -> str:
     """The installed command: this installation's interpreter without ``site``, as the news
-    hook's (agents_room/hook_entry.py says why), on the guard's own entry."""
+    hook's (agents_room/hook_entry.py says why), on the guard's own entry; ``by_name``:
+    ``agents-room edit-guard`` (a file a team commits names no machine's paths)."""
     import shlex
 
-    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "editguard_entry.py")
     flags = "--read" if read else f"--edits {edits}"
+    if by_name:
+        return f"agents-room edit-guard --harness {harness} {flags}"
+    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "editguard_entry.py")
     return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)} --harness {harness} {flags}"
 
 
@@ -212,31 +215,48 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
     return None if verdict.ok else deny(harness, verdict.reason)
 
 
+def add_parser(subparsers: Any) -> Any:
+    """``agents-room edit-guard``: the same command as the installed entry, by name (what a
+    committed project file runs)."""
+    p = subparsers.add_parser("edit-guard", help="run as a harness's edit guard hook (reads the hook JSON on stdin)",
+                              description=__doc__.split("\n\n")[0])
+    _flags(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def _flags(p: Any) -> None:
+    p.add_argument("--harness", choices=HARNESSES, required=True)
+    p.add_argument("--edits", choices=EDITS[:2], default="claim", help="claim (default): deny or claim; check: deny only")
+    p.add_argument("--read", action="store_true", help="record the read tool's read baseline instead")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The installed command's entry (agents_room/editguard_entry.py): never fails the harness."""
+    """The installed command's entry (agents_room/editguard_entry.py)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="agents-room edit-guard", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--harness", choices=HARNESSES, required=True)
-    parser.add_argument("--edits", choices=EDITS[:2], default="claim")
-    parser.add_argument("--read", action="store_true", help="record the read tool's read baseline")
+    _flags(parser)
     parser.add_argument("--db", help="the store (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+
+
+def run(args: Any) -> int:
+    """One hook event: never fails the harness (exit 0, the answer on stdout, if any)."""
+    db = getattr(args, "db", None)
     try:
         text = sys.stdin.read() if sys.stdin is not None and not sys.stdin.isatty() else ""
         data = _loads(text) if text.strip() else None
     except Exception:  # noqa: BLE001 (bad JSON: ValueError; the C scanner may raise SystemError)
         data = None
+    event = "BeforeTool" if args.harness == "gemini" else "PreToolUse"
     if not isinstance(data, dict):
-        if args.read:
-            return 0
-        event = "BeforeTool" if args.harness == "gemini" else "PreToolUse"
-        out = broken(args.harness, event, "the hook payload is not a JSON object", str(os.getppid()))
+        out = None if args.read else broken(args.harness, event, "the hook payload is not a JSON object",
+                                            str(os.getppid()))
     else:
         try:
-            out = respond(args.harness, data, edits=args.edits, read=args.read, db=args.db)
+            out = respond(args.harness, data, edits=args.edits, read=args.read, db=db)
         except Exception as exc:  # noqa: BLE001 (fail open, whatever broke)
-            event = "BeforeTool" if args.harness == "gemini" else "PreToolUse"
             out = None if args.read else broken(args.harness, event, f"{type(exc).__name__}: {exc}"[:300],
                                                 str(data.get("session_id") or os.getppid()))
     if out:
