@@ -89,7 +89,7 @@ class Launch:
         """One headless turn: the prompt, every room tool and the shell allowed."""
         if self.harness == "claude-code":
             return [self.binary, "-p", prompt, "--model", CLAUDE_MODEL, "--output-format", "json",
-                    "--allowedTools", "mcp__room", "Bash"]
+                    "--allowedTools", "mcp__room", "Bash", "Edit", "Write", "Read"]
         if self.harness == "codex":
             return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
                     "--color", "never", prompt]

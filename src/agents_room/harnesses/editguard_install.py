@@ -145,6 +145,19 @@ def _applied(change: Change, edit: Any) -> Change:
                   change.audience)
 
 
+def trusted(path: Path, text: str) -> dict[str, str]:
+    """Codex's key -> fingerprint of each guard hook in ``text``, the hooks.json at ``path``
+    (as :func:`.codex_hooks.trusted` gives them for the news hooks)."""
+    from . import codex_hooks
+
+    out = {}
+    for g, group in enumerate(json.loads(text).get("hooks", {}).get("PreToolUse") or []):
+        for h, handler in enumerate(group.get("hooks") or [] if isinstance(group, dict) else []):
+            if guard_marked(handler):
+                out[f"{path}:pre_tool_use:{g}:{h}"] = codex_hooks.fingerprint("PreToolUse", group.get("matcher"), handler)
+    return out
+
+
 def _codex_trust(changes: list[Change], hooks_path: Path, config: Path) -> list[Change]:
     """Codex runs a user's hook only once trusted: the guard's hooks' hashes into config.toml,
     as install trusts its news hooks (:mod:`.codex_hooks`)."""
@@ -156,13 +169,7 @@ def _codex_trust(changes: list[Change], hooks_path: Path, config: Path) -> list[
     hooks = next((c for c in changes if c.path == hooks_path), None)
     if hooks is None or not hooks.after:
         return changes
-    data = json.loads(hooks.after).get("hooks", {})
-    trust = {}
-    for g, group in enumerate(data.get("PreToolUse") or []):
-        for h, handler in enumerate(group.get("hooks") or [] if isinstance(group, dict) else []):
-            if guard_marked(handler):
-                trust[f"{hooks_path}:pre_tool_use:{g}:{h}"] = codex_hooks.fingerprint("PreToolUse", group.get("matcher"),
-                                                                                       handler)
+    trust = trusted(hooks_path, hooks.after)
     out = []
     for change in changes:
         if change.path == config and trust:
