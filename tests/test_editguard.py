@@ -220,3 +220,16 @@ def test_patch_paths_names_every_file_a_patch_writes() -> None:
         editguard.patch_paths("*** Begin Patch\n*** End Patch\n")
     assert editguard.matcher("claude-code") == "Edit|Write|MultiEdit|NotebookEdit"
     assert editguard.matcher("gemini", read=True) == "read_file|read_many_files"
+
+
+def test_the_read_only_look_allows_only_files_the_session_holds_all_of(world) -> None:
+    repo, env, started = world
+    c = start(started, "codex", env)
+    assert c.run(codex_patch(repo, "x.py"))[1] is None  # claimed (the whole rule)
+    assert c.run(codex_patch(repo, "x.py"))[1] is None  # held, renewed a moment ago: the read-only look
+    with Store.open(env["AGENTS_ROOM_DB"]) as store:
+        other = store.room_join(cwd=str(repo), pid=None, label="owner").session_id
+        store.lease_claim(other, "y.py")
+    _, out, _ = c.run(codex_patch(repo, "x.py", "y.py"))  # one held file of its own is not all of them
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "owner" in \
+        out["hookSpecificOutput"]["permissionDecisionReason"]

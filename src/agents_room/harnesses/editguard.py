@@ -31,6 +31,7 @@ import os
 import sys
 
 from .hook import _ancestors, _dumps, _keys, _loads
+from .hook_store import store_modules
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -38,6 +39,10 @@ if TYPE_CHECKING:
 
 # The guard's wait for the store's write lock, then it lets the edit through.
 BUSY_TIMEOUT_S = 2.0
+# An edit of files the session already holds, renewed less than this long ago, is allowed on
+# a read-only look (no write, no store import: the common case, an agent editing its own
+# files); the next edit after it renews the lease (store/editclaim.py's EDIT_TTL_S).
+RENEWED_WITHIN_S = 60.0
 HARNESSES = ("claude-code", "codex", "gemini")
 EDITS = ("claim", "check", "off")
 # The file-writing tools of each harness, by the name its hook payload gives, with the
@@ -168,10 +173,58 @@ def _first_time(session: str) -> bool:
 # -- one event ----------------------------------------------------------------------------------
 
 
+# Live, exclusive, granted or renewed (``expires_at - ttl_s``) within RENEWED_WITHIN_S.
+_HELD = ("SELECT count(*) FROM leases WHERE session_id = ? AND mode = 'exclusive' AND expires_at > ? "
+         "AND expires_at - ttl_s > ? AND path IN ({marks})")
+
+
+def held_already(db: str | None, cwd: str, files: list[str], keys: list[str], pids: list[int]) -> bool:
+    """Does the session of these keys (else harness pids: the store's order, store/news.py)
+    hold a live exclusive lease of every file, renewed within :data:`RENEWED_WITHIN_S`? Then no
+    other session can hold a lease covering any of them (its claim would have been denied, as
+    would a claim of a directory above them), nor can one have drifted CRITICAL since (that
+    needs another holder): the edit is allowed without a write. One read-only look at a SQLite
+    store with the C module alone, by the store's own rules of where it is and what a path is
+    (store/engines.py, store/paths.py); False (the whole rule) for anything else."""
+    engines, paths = store_modules("engines", "paths")
+    engine, path, _ = engines.locate(db, "--db") if db else engines.locate()
+    if engine != engines.SQLITE or not os.path.exists(path) or not (keys or pids):
+        return False
+    import time
+
+    targets = [paths.canonical(os.path.abspath(os.path.join(cwd, os.path.expanduser(f)))) for f in files]
+    try:
+        from _sqlite3 import connect
+    except ImportError:
+        from sqlite3 import connect
+    uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
+    conn = connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    try:
+        session = None
+        for key in keys:
+            session = conn.execute("SELECT id FROM sessions WHERE harness_key = ? AND left_at IS NULL "
+                                   "ORDER BY created_at DESC LIMIT 1", (key,)).fetchone()
+            if session:
+                break
+        for pid in pids if session is None else ():
+            session = conn.execute("SELECT id FROM sessions WHERE pid = ? AND left_at IS NULL "
+                                   "ORDER BY created_at DESC LIMIT 1", (pid,)).fetchone()
+            if session:
+                break
+        if session is None:
+            return False
+        unique, now = list(dict.fromkeys(targets)), time.time()
+        found = conn.execute(_HELD.format(marks=",".join("?" * len(unique))),
+                             (session[0], now, now - RENEWED_WITHIN_S, *unique)).fetchone()
+        return found[0] == len(unique)
+    finally:
+        conn.close()
+
+
 def harness_pid(harness: str, ancestors: list[int]) -> int | None:
     """The harness's process among the hook's ancestors (the process its own MCP server
     records as the session's pid), else the nearest above the shell that ran the hook."""
-    from .identity import PROGRAMS, program_names
+    from .programs import PROGRAMS, program_names
 
     for pid in ancestors:
         if any(PROGRAMS.get(name) == harness for name in program_names(pid)):
@@ -190,15 +243,17 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
     except Unusable as exc:
         return None if read else broken(harness, event, str(exc), session)
     cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
-    from agents_room.store.rooms import git_toplevel
-
-    absolute = [os.path.join(cwd, os.path.expanduser(f)) for f in files]
-    if not all(git_toplevel(os.path.dirname(os.path.abspath(p))) for p in absolute):
-        return None  # outside any repository: not judged
     keys, ancestors = _keys(data), _ancestors()
     pid = harness_pid(harness, ancestors)
     join_key = keys[0] if harness == "claude-code" and keys else None  # the key its server joins with
     try:
+        if not read and edits == "claim" and held_already(db, cwd, files, keys, [pid] if pid else []):
+            return None  # (leased files are in a repository: checked when they were claimed)
+        from agents_room.store.rooms import git_toplevel
+
+        absolute = [os.path.join(cwd, os.path.expanduser(f)) for f in files]
+        if not all(git_toplevel(os.path.dirname(os.path.abspath(p))) for p in absolute):
+            return None  # outside any repository: not judged
         from agents_room.store import Store
 
         with Store.open(db, busy_timeout_s=BUSY_TIMEOUT_S, verify=False) as store:
@@ -231,14 +286,44 @@ def _flags(p: Any) -> None:
     p.add_argument("--read", action="store_true", help="record the read tool's read baseline instead")
 
 
+class Args:
+    """The flags, as argparse's namespace holds them (the installed command's own line is read
+    by hand: argparse, with ``re``, costs a quarter of the guard's common case)."""
+
+    def __init__(self, harness: str, edits: str = "claim", read: bool = False, db: str | None = None) -> None:
+        self.harness, self.edits, self.read, self.db = harness, edits, read, db
+
+
+def parse(argv: list[str]) -> Args | None:
+    """The command lines install writes (``--harness H --edits E``, ``--harness H --read``,
+    ``--db PATH``); None for anything else, which argparse then reads (and explains)."""
+    values: dict[str, Any] = {}
+    rest = iter(argv)
+    for arg in rest:
+        if arg == "--read":
+            values["read"] = True
+        elif arg in ("--harness", "--edits", "--db"):
+            values[arg[2:]] = next(rest, None)
+        else:
+            return None
+    if values.get("harness") not in HARNESSES or values.get("edits", "claim") not in EDITS[:2] or \
+            ("db" in values and not values["db"]):
+        return None
+    return Args(**values)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The installed command's entry (agents_room/editguard_entry.py)."""
-    import argparse
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
+    if args is None:
+        import argparse
 
-    parser = argparse.ArgumentParser(prog="agents-room edit-guard", description=__doc__.split("\n\n")[0])
-    _flags(parser)
-    parser.add_argument("--db", help="the store (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
-    return run(parser.parse_args(sys.argv[1:] if argv is None else argv))
+        parser = argparse.ArgumentParser(prog="agents-room edit-guard", description=__doc__.split("\n\n")[0])
+        _flags(parser)
+        parser.add_argument("--db", help="the store (default: $AGENTS_ROOM_DB, else ~/.agents-room/room.db)")
+        args = parser.parse_args(argv)
+    return run(args)
 
 
 def run(args: Any) -> int:
