@@ -14,10 +14,12 @@ Cases, each against its own store (SQLite in a temporary folder, or ``--db`` Pos
 - ``deny``: an edit of a file another live session holds (the denial and its words);
 - ``read``: the read-baseline hook after a read tool call.
 
-    .venv/bin/python bench/edit_guard.py [--runs 40] [--harness claude-code] [--db postgresql://...]
+    .venv/bin/python bench/edit_guard.py [--runs 40] [--db postgresql://...]
+    .venv/bin/python bench/edit_guard.py --turns claude-code,codex,gemini [--pairs 3] [--edits-per-turn 20]
 
 Prints one line per case: CPU ms (median), wall ms p50 and p99, and the guard's added CPU and
-wall (the case minus ``sh-true``, as a harness pays its own spawn for any hook).
+wall (the case minus ``sh-true``, as a harness pays its own spawn for any hook). ``--turns``:
+real turns of each CLI instead, with and without the guard (see :func:`turns`).
 """
 
 from __future__ import annotations
@@ -54,11 +56,93 @@ def payload(repo: Path, name: str, tool: str = "Edit", event: str = "PreToolUse"
                        "tool_input": {"file_path": str(repo / name), "old_string": "a", "new_string": "b"}})
 
 
+def turns(harnesses: list[str], pairs: int, edits_per_turn: int) -> None:
+    """Real turns: each harness's CLI against the scripted model, ``edits_per_turn`` writes of
+    new files of its own (nobody else's: every edit is allowed and claimed), with the guard
+    (``--edits claim``) and without it (``--edits off``), interleaved; the turn's wall time and
+    the CPU of its whole process tree (the CLI, its server, its hooks). Printed per harness:
+    the medians and the added CPU and wall per edit."""
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from sim.harness import clis
+    from sim.harness.model import ScriptedModel
+    from sim.harness.script import Native, Say
+
+    def writes(harness: str, project: Path, tag: str):
+        state = {"n": 0}
+
+        def policy(request):
+            n = state["n"]
+            state["n"] += 1
+            if n >= edits_per_turn:
+                return Say("done")
+            name = f"{tag}{n}.py"
+            if harness == "claude-code":
+                return [Native("Write", {"file_path": str(project / name), "content": f"n = {n}\n"})]
+            if harness == "gemini":
+                return [Native("write_file", {"file_path": name, "content": f"n = {n}\n"})]
+            return [Native("apply_patch", f"*** Begin Patch\n*** Add File: {name}\n+n = {n}\n*** End Patch\n")]
+
+        return policy
+
+    print(f"# real turns: {edits_per_turn} edits a turn, {pairs} pairs, load average {os.getloadavg()[0]:.1f}")
+    print(f"{'harness':<12} {'cpu off':>8} {'cpu on':>8} {'wall off':>9} {'wall on':>9} {'+cpu/edit':>10} {'+wall/edit':>11}")
+    for harness in harnesses:
+        located = clis.locate(harness)  # type: ignore[arg-type]
+        if located.problem:
+            print(f"{harness:<12} skipped: {located.problem}")
+            continue
+        got: dict[str, tuple[list[float], list[float]]] = {"off": ([], []), "claim": ([], [])}
+        root = Path(tempfile.mkdtemp(prefix="edit-guard-turns-", dir="/var/tmp"))
+        try:
+            with ScriptedModel() as model:
+                for pair in range(pairs):
+                    for edits in ("off", "claim"):
+                        tag = f"p{pair}{edits}"
+                        project = root / tag
+                        subprocess.run(["git", "init", "-q", str(project)], check=True)
+                        agent = model.agent(tag.replace("claim", "on"), writes(harness, project, "f"))
+                        launch = clis.prepare(harness, located.path, root / f"home-{tag}", project,  # type: ignore[arg-type]
+                                              str(root / "room.db"), agent.url, name=tag, scope="user",
+                                              edits=edits)  # type: ignore[arg-type]
+                        if harness == "codex":
+                            config = launch.home / ".codex" / "config.toml"
+                            config.write_text(config.read_text().replace(f'model = "{clis.CODEX_MODEL}"',
+                                                                         'model = "gpt-5.5"', 1))
+                        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        start = time.perf_counter()
+                        turn = launch.start_turn("write the files")
+                        code = turn.wait(300)
+                        wall = (time.perf_counter() - start) * 1000
+                        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                        turn.stop()
+                        assert code == 0 and not agent.errors, (harness, edits, turn.output()[-400:], agent.errors)
+                        made = len(list(project.glob("f*.py")))
+                        assert made == edits_per_turn, (harness, edits, made)
+                        cpu = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
+                        got[edits][0].append(cpu)
+                        got[edits][1].append(wall)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        (c0, w0), (c1, w1) = [(statistics.median(got[e][0]), statistics.median(got[e][1])) for e in ("off", "claim")]
+        print(f"{harness:<12} {c0:8.0f} {c1:8.0f} {w0:9.0f} {w1:9.0f} {(c1 - c0) / edits_per_turn:10.1f} "
+              f"{(w1 - w0) / edits_per_turn:11.1f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--db", help="a PostgreSQL URL (default: a SQLite file in a temporary folder)")
+    parser.add_argument("--turns", metavar="HARNESSES",
+                        help="instead: real turns of these CLIs (comma-separated: claude-code,codex,gemini), "
+                        "with and without the guard")
+    parser.add_argument("--pairs", type=int, default=3, help="--turns: turn pairs per harness")
+    parser.add_argument("--edits-per-turn", type=int, default=20, help="--turns: edits in each turn")
     args = parser.parse_args()
+    if args.turns:
+        turns(args.turns.split(","), args.pairs, args.edits_per_turn)
+        return 0
     from agents_room.store import Store
 
     with tempfile.TemporaryDirectory(prefix="edit-guard-bench-") as tmp:
