@@ -233,3 +233,15 @@ def test_the_read_only_look_allows_only_files_the_session_holds_all_of(world) ->
     _, out, _ = c.run(codex_patch(repo, "x.py", "y.py"))  # one held file of its own is not all of them
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "owner" in \
         out["hookSpecificOutput"]["permissionDecisionReason"]
+
+
+def test_on_postgresql_an_edit_claims_and_another_sessions_is_denied(world, pg_url: str) -> None:
+    repo, env, started = world
+    env = dict(env, AGENTS_ROOM_DB=pg_url)  # the installed command starts without site: the driver is found
+    a = start(started, "claude-code", env, KEY_A)
+    b = start(started, "codex", env)
+    assert a.run(claude_edit(repo, KEY_A)) == (0, None, "")
+    _, out, _ = b.run(codex_patch(repo, "x.py"))
+    assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "harness claude-code" in \
+        out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert a.run(claude_edit(repo, KEY_A))[1] is None  # renewed through the whole rule (no read-only look here)

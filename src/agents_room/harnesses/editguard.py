@@ -249,6 +249,12 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
     try:
         if not read and edits == "claim" and held_already(db, cwd, files, keys, [pid] if pid else []):
             return None  # (leased files are in a repository: checked when they were claimed)
+        if sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
+            engines, = store_modules("engines")
+            if (engines.locate(db, "--db") if db else engines.locate())[0] != engines.SQLITE:
+                import site
+
+                site.main()
         from agents_room.store.rooms import git_toplevel
 
         absolute = [os.path.join(cwd, os.path.expanduser(f)) for f in files]
