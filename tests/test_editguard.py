@@ -245,3 +245,22 @@ def test_on_postgresql_an_edit_claims_and_another_sessions_is_denied(world, pg_u
     assert out["hookSpecificOutput"]["permissionDecision"] == "deny" and "harness claude-code" in \
         out["hookSpecificOutput"]["permissionDecisionReason"]
     assert a.run(claude_edit(repo, KEY_A))[1] is None  # renewed through the whole rule (no read-only look here)
+
+
+def test_a_read_of_unchanged_bytes_keeps_the_baseline_and_a_changed_file_gets_a_new_one(world) -> None:
+    repo, env, started = world
+    b = start(started, "claude-code", env, KEY_B)
+    read = {"session_id": KEY_B, "hook_event_name": "PostToolUse", "cwd": str(repo), "tool_name": "Read",
+            "tool_input": {"file_path": str(repo / "x.py")}}
+
+    def baseline() -> tuple:
+        with Store.open(env["AGENTS_ROOM_DB"]) as store, store.db.read() as tx:
+            return tx.one("SELECT hash, read_seq FROM reads")
+
+    b.run(read, read=True)
+    first = baseline()
+    b.run(read, read=True)  # the same bytes: the read-only look, nothing written
+    assert baseline() == first
+    (repo / "x.py").write_text("a = 9\n")
+    b.run(read, read=True)
+    assert baseline()[0] != first[0] and baseline()[1] > first[1]

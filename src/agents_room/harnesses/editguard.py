@@ -186,13 +186,23 @@ def held_already(db: str | None, cwd: str, files: list[str], keys: list[str], pi
     needs another holder): the edit is allowed without a write. One read-only look at a SQLite
     store with the C module alone, by the store's own rules of where it is and what a path is
     (store/engines.py, store/paths.py); False (the whole rule) for anything else."""
+    return _look(db, cwd, files, keys, pids, read=False)
+
+
+def read_already(db: str | None, cwd: str, files: list[str], keys: list[str], pids: list[int]) -> bool:
+    """Is every file's content now the session's read baseline already? Then the read changes
+    nothing worth a write: the baseline stays the earlier read of the same bytes (which only
+    widens what drift_check looks back over). A read-only look, as :func:`held_already`."""
+    return _look(db, cwd, files, keys, pids, read=True)
+
+
+def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: list[int], *, read: bool) -> bool:
     engines, paths = store_modules("engines", "paths")
     engine, path, _ = engines.locate(db, "--db") if db else engines.locate()
     if engine != engines.SQLITE or not os.path.exists(path) or not (keys or pids):
         return False
-    import time
-
-    targets = [paths.canonical(os.path.abspath(os.path.join(cwd, os.path.expanduser(f)))) for f in files]
+    targets = list(dict.fromkeys(paths.canonical(os.path.abspath(os.path.join(cwd, os.path.expanduser(f))))
+                                 for f in files))
     try:
         from _sqlite3 import connect
     except ImportError:
@@ -213,10 +223,27 @@ def held_already(db: str | None, cwd: str, files: list[str], keys: list[str], pi
                 break
         if session is None:
             return False
-        unique, now = list(dict.fromkeys(targets)), time.time()
-        found = conn.execute(_HELD.format(marks=",".join("?" * len(unique))),
-                             (session[0], now, now - RENEWED_WITHIN_S, *unique)).fetchone()
-        return found[0] == len(unique)
+        marks = ",".join("?" * len(targets))
+        if read:
+            import hashlib
+            from stat import S_ISREG
+
+            seen = dict(conn.execute(f"SELECT path, hash FROM reads WHERE session_id = ? AND path IN ({marks})",
+                                     (session[0], *targets)).fetchall())
+            for target in targets:
+                try:  # as store/reads.py hashes: never waiting on a FIFO, regular files only
+                    with open(os.open(target, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+                        if not S_ISREG(os.fstat(fh.fileno()).st_mode) or \
+                                seen.get(target) != hashlib.file_digest(fh, "sha256").hexdigest():
+                            return False
+                except OSError:
+                    return False
+            return True
+        import time
+
+        now = time.time()
+        found = conn.execute(_HELD.format(marks=marks), (session[0], now, now - RENEWED_WITHIN_S, *targets)).fetchone()
+        return found[0] == len(targets)
     finally:
         conn.close()
 
@@ -249,6 +276,8 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
     try:
         if not read and edits == "claim" and held_already(db, cwd, files, keys, [pid] if pid else []):
             return None  # (leased files are in a repository: checked when they were claimed)
+        if read and read_already(db, cwd, files, keys, [pid] if pid else []):
+            return None
         if sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
             engines, = store_modules("engines")
             if (engines.locate(db, "--db") if db else engines.locate())[0] != engines.SQLITE:
