@@ -49,8 +49,16 @@ def test_each_harness_gets_its_guard_on_its_writers_and_its_baselines_on_its_rea
 
     install(home, project, "gemini")
     settings = project / ".gemini" / "settings.json"  # committed: the guard by name, no machine path
-    assert guard(settings, "BeforeTool") == [("write_file|replace", "agents-room edit-guard --harness gemini --edits claim")]
-    assert guard(settings, "AfterTool") == [("read_file|read_many_files", "agents-room edit-guard --harness gemini --read")]
+    absent = "command -v agents-room >/dev/null 2>&1 || exit 0; "  # harmless without agents-room
+    assert guard(settings, "BeforeTool") == [("write_file|replace",
+                                              absent + "agents-room edit-guard --harness gemini --edits claim")]
+    assert guard(settings, "AfterTool") == [("read_file|read_many_files",
+                                             absent + "agents-room edit-guard --harness gemini --read")]
+    # where agents-room is not on PATH, the committed command exits 0 and says nothing
+    [(_, command)] = guard(settings, "BeforeTool")
+    done = subprocess.run(["bash", "-c", command], input="{}", capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
     done = install(home, project, "codex", "--edits", "check")
     hooks = home / ".codex" / "hooks.json"

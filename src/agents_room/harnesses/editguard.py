@@ -75,12 +75,13 @@ def matcher(harness: str, *, read: bool = False) -> str:
 def command(harness: str, edits: str, *, read: bool = False, by_name: bool = False) -> str:
     """The installed command: this installation's interpreter without ``site``, as the news
     hook's (agents_room/hook_entry.py says why), on the guard's own entry; ``by_name``:
-    ``agents-room edit-guard`` (a file a team commits names no machine's paths)."""
+    ``agents-room edit-guard`` (a file a team commits names no machine's paths), which exits 0
+    at once on a machine without agents-room on PATH."""
     import shlex
 
     flags = "--read" if read else f"--edits {edits}"
-    if by_name:
-        return f"agents-room edit-guard --harness {harness} {flags}"
+    if by_name:  # harmless where agents-room is not installed: a teammate's edits go on, unguarded
+        return f"command -v agents-room >/dev/null 2>&1 || exit 0; agents-room edit-guard --harness {harness} {flags}"
     entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "editguard_entry.py")
     return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)} --harness {harness} {flags}"
 
