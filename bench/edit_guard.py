@@ -87,7 +87,8 @@ def turns(harnesses: list[str], pairs: int, edits_per_turn: int) -> None:
         return policy
 
     print(f"# real turns: {edits_per_turn} edits a turn, {pairs} pairs, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'harness':<12} {'cpu off':>8} {'cpu on':>8} {'wall off':>9} {'wall on':>9} {'+cpu/edit':>10} {'+wall/edit':>11}")
+    print(f"{'harness':<12} {'cpu off':>8} {'cpu on':>8} {'wall off':>9} {'wall on':>9} {'+cpu/edit':>10} "
+          f"{'+wall/edit':>11}")
     for harness in harnesses:
         located = clis.locate(harness)  # type: ignore[arg-type]
         if located.problem:
@@ -103,8 +104,8 @@ def turns(harnesses: list[str], pairs: int, edits_per_turn: int) -> None:
                         project = root / tag
                         subprocess.run(["git", "init", "-q", str(project)], check=True)
                         agent = model.agent(tag.replace("claim", "on"), writes(harness, project, "f"))
-                        launch = clis.prepare(harness, located.path, root / f"home-{tag}", project,  # type: ignore[arg-type]
-                                              str(root / "room.db"), agent.url, name=tag, scope="user",
+                        launch = clis.prepare(harness, located.path, root / f"home-{tag}",  # type: ignore[arg-type]
+                                              project, str(root / "room.db"), agent.url, name=tag, scope="user",
                                               edits=edits)  # type: ignore[arg-type]
                         if harness == "codex":
                             config = launch.home / ".codex" / "config.toml"

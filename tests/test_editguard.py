@@ -145,8 +145,8 @@ def test_an_edit_claims_another_sessions_edit_is_denied_naming_the_holder_and_fr
                "tool_name": "replace", "tool_input": {"file_path": "x.py", "old_string": "a", "new_string": "c"}}
     rc, out, _ = b.run(payload)
     assert rc == 0 and out["decision"] == "deny", out
-    for words in (str(repo / "x.py"), holder, "claude-code", "exclusive", "until", f"msg_send to 'file:{repo / 'x.py'}'",
-                  "pick other work", "untouched"):
+    for words in (str(repo / "x.py"), holder, "claude-code", "exclusive", "until",
+                  f"msg_send to 'file:{repo / 'x.py'}'", "pick other work", "untouched"):
         assert words in out["reason"], (words, out["reason"])
     # A renews with each edit; B's session was joined too, holding nothing
     assert a.run(claude_edit(repo, KEY_A))[1] is None

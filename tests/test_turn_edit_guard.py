@@ -111,9 +111,10 @@ def run_pair(home: Path, first: str, second: str, a_steps, b_steps, gates: dict[
         a_policy, b_policy = stepper(a_steps, a_seen), stepper(b_steps, b_seen)
         a_policy.project = b_policy.project = project
         a_agent, b_agent = model.agent("a", a_policy), model.agent("b", b_policy)
-        a = prepare(first, binary({"claude-code": "claude"}.get(first, first)), home / "a-home", project, db,  # type: ignore[arg-type]
+        cli = {"claude-code": "claude"}
+        a = prepare(first, binary(cli.get(first, first)), home / "a-home", project, db,  # type: ignore[arg-type]
                     a_agent.url, name="a")
-        b = prepare(second, binary({"claude-code": "claude"}.get(second, second)), home / "b-home", project, db,  # type: ignore[arg-type]
+        b = prepare(second, binary(cli.get(second, second)), home / "b-home", project, db,  # type: ignore[arg-type]
                     b_agent.url, name="b")
         for launch in (a, b):
             if launch.harness == "codex":

@@ -3,9 +3,10 @@ harness's own file tools and never call room_join nor lease_claim, as models do 
 reminds them. It counts **overlapping writes**: a write that landed on a file whose previous
 landed write was another agent's, while that agent was still at work (every agent's turn is
 held open until all are done, so every session lives for the whole run, and the edit guard's
-lease outlives it): two agents writing one file while both believed they could. With the edit guard (``--edits claim``) that count must be 0: the
-first writer of a file holds it, every other agent's write of it is denied. With ``--edits
-off`` (the control) it is not: the check can fail.
+lease outlives it): two agents writing one file while both believed they could. With the edit
+guard (``--edits claim``) that count must be 0: the first writer of a file holds it, every
+other agent's write of it is denied. With ``--edits off`` (the control) it is not: the check
+can fail.
 
     .venv/bin/python -m sim.harness.forgetful [--edits claim|off] [--harnesses claude-code,codex,gemini]
                                               [--files 2] [--rounds 6] [--seed 46]
@@ -161,11 +162,12 @@ def run(harnesses: list[str], *, edits: str = "claim", files: int = 2, rounds: i
                 policy = Forgetful(name, harness, project, names, rounds, random.Random(seed * 100 + i), writes, lock)
                 policies.append(policy)
                 scripted = model.agent(name, policy)
-                launch = clis.prepare(harness, located.path, root / f"home-{name}", project, db,  # type: ignore[arg-type]
-                                      scripted.url, name=name, edits=edits)  # type: ignore[arg-type]
+                launch = clis.prepare(harness, located.path, root / f"home-{name}",  # type: ignore[arg-type]
+                                      project, db, scripted.url, name=name, edits=edits)  # type: ignore[arg-type]
                 if harness == "codex":
                     config = launch.home / ".codex" / "config.toml"
-                    config.write_text(config.read_text().replace(f'model = "{clis.CODEX_MODEL}"', 'model = "gpt-5.5"', 1))
+                    text = config.read_text()
+                    config.write_text(text.replace(f'model = "{clis.CODEX_MODEL}"', 'model = "gpt-5.5"', 1))
                 proxy = f"http://127.0.0.1:{model.port}"  # nothing but the model leaves the machine
                 launch.env |= {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "NO_PROXY": "127.0.0.1,localhost"}
                 agents.append((scripted, launch))

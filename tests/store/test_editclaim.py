@@ -109,7 +109,8 @@ def test_a_holder_whose_agent_is_gone_is_left_and_the_edit_goes_through(store: S
     try:
         a = store.edit_claim(cwd=str(repo), files=["x.py"], harness="codex", pids=[proc.pid], harness_pid=proc.pid)
         alive = ProcessScan(frozenset({proc.pid}), frozenset())
-        assert not store.edit_claim(cwd=str(repo), files=["x.py"], harness="codex", keys=[KEY_B], join_key=KEY_B, scan=alive).ok
+        assert not store.edit_claim(cwd=str(repo), files=["x.py"], harness="codex", keys=[KEY_B], join_key=KEY_B,
+                                    scan=alive).ok
     finally:
         proc.kill()
         proc.wait()

@@ -318,7 +318,8 @@ def add_parser(subparsers: Any) -> Any:
 
 def _flags(p: Any) -> None:
     p.add_argument("--harness", choices=HARNESSES, required=True)
-    p.add_argument("--edits", choices=EDITS[:2], default="claim", help="claim (default): deny or claim; check: deny only")
+    p.add_argument("--edits", choices=EDITS[:2], default="claim",
+                   help="claim (default): deny or claim; check: deny only")
     p.add_argument("--read", action="store_true", help="record the read tool's read baseline instead")
 
 

@@ -154,7 +154,8 @@ def trusted(path: Path, text: str) -> dict[str, str]:
     for g, group in enumerate(json.loads(text).get("hooks", {}).get("PreToolUse") or []):
         for h, handler in enumerate(group.get("hooks") or [] if isinstance(group, dict) else []):
             if guard_marked(handler):
-                out[f"{path}:pre_tool_use:{g}:{h}"] = codex_hooks.fingerprint("PreToolUse", group.get("matcher"), handler)
+                key = f"{path}:pre_tool_use:{g}:{h}"
+                out[key] = codex_hooks.fingerprint("PreToolUse", group.get("matcher"), handler)
     return out
 
 
