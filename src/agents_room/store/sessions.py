@@ -204,14 +204,14 @@ def join(
     if existing is None and pid is not None:
         # A session the edit guard joined for this harness process before its model joined
         # (store/editclaim.py): the model's own join is that session, as a rejoin by key is.
-        row = tx.one(
+        by_pid = tx.one(
             f"SELECT {', '.join('s.' + c.strip() for c in COLUMNS.split(','))} FROM sessions s "
             "JOIN session_tags t ON t.session_id = s.id AND t.tag = ? "
             "WHERE s.pid = ? AND s.left_at IS NULL AND s.host IS NOT DISTINCT FROM ? "
             "AND (s.harness_key IS NULL OR s.harness_key = ?) ORDER BY s.created_at DESC LIMIT 1",
             (EDIT_GUARD_TAG, pid, host, harness_key),
         )
-        existing = Session.from_row(row) if row else None
+        existing = None if by_pid is None else Session.from_row(by_pid)
 
     if existing is None:
         sid = os.urandom(8).hex()  # secrets.token_hex(8), without importing hmac and hashlib
