@@ -35,7 +35,7 @@ from harnesscli import binary, git_project, scratch_home
 from terminal import Terminal
 
 import agents_room
-from agents_room.harnesses import codex_hooks
+from agents_room.harnesses import codex_hooks, editguard_install
 from agents_room.store import Store
 from sim.harness.clis import Launch, prepare
 from sim.harness.model import ScriptedAgent, ScriptedModel
@@ -273,7 +273,8 @@ def edit_hooks(launch: Launch, edit: Callable[[str, str], str]) -> int:
         if launch.harness == "codex":
             config = launch.home / ".codex" / "config.toml"
             text = config.read_text()
-            old, new = codex_hooks.trusted(path, before), codex_hooks.trusted(path, after)
+            old = {**codex_hooks.trusted(path, before), **editguard_install.trusted(path, before)}
+            new = {**codex_hooks.trusted(path, after), **editguard_install.trusted(path, after)}
             for key, digest in old.items():
                 assert digest in text, f"{config} does not trust {key}"
                 text = text.replace(digest, new[key])

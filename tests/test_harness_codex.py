@@ -171,7 +171,8 @@ def test_codex_runs_the_installed_server(cli_home: Path) -> None:
 
 
 def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
-    """``codex app-server``'s ``hooks/list``: the four hooks install wrote, merged beside a
+    """``codex app-server``'s ``hooks/list``: the five hooks install wrote (four news hooks and
+    the edit guard), merged beside a
     user's own, load without a warning, enabled and trusted (Codex's own hash of each is the
     one install wrote); the user's hook stays untrusted; a hook edited by hand is no longer."""
     codex = binary("codex")
@@ -201,10 +202,12 @@ def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
     path = folder / "hooks.json"
     mine = {f"{path}:session_start:0:0", f"{path}:user_prompt_submit:0:0", f"{path}:post_tool_use:0:0",
             f"{path}:stop:1:0"}
-    assert set(hooks) == mine | {f"{path}:stop:0:0"}
-    for key in mine:
+    guard = f"{path}:pre_tool_use:0:0"  # the edit guard, on apply_patch (its matcher in Codex's hash)
+    assert set(hooks) == mine | {guard, f"{path}:stop:0:0"}
+    for key in mine | {guard}:
         hook = hooks[key]
-        assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        assert hook["command"].endswith("--harness codex --edits claim" if key == guard else "hook_entry.py")
+        assert hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
         assert (hook["enabled"], hook["trustStatus"]) == (True, "trusted"), hook
         assert hook["currentHash"] == trusted[key]["trusted_hash"]
     assert hooks[f"{path}:stop:0:0"]["trustStatus"] == "untrusted"  # the user's own: not install's to trust

@@ -18,6 +18,8 @@ import agents_room
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The news hooks alone: the edit guard beside them is tests/test_install_editguard.py's.
+EDITS_OFF = ("--edits", "off")
 # The hook command install writes: this interpreter without site, on the package's hook entry.
 HOOK = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(Path(agents_room.__file__).parent / 'hook_entry.py'))}"
 
@@ -41,7 +43,7 @@ def install(home: Path, project: Path, *args: str, **env: str) -> subprocess.Com
     conftest's AGENTS_ROOM_DB taken away) unless ``env`` sets one."""
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     return subprocess.run(
-        [AGENTS_ROOM, "install", *args, "--command", AGENTS_ROOM], check=False, capture_output=True, text=True, timeout=60,
+        [AGENTS_ROOM, "install", *args, "--command", AGENTS_ROOM, *EDITS_OFF], check=False, capture_output=True, text=True, timeout=60,
         cwd=project, env={**base, "HOME": str(home), **env},
     )
 

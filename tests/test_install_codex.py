@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The news hooks alone: the edit guard beside them is tests/test_install_editguard.py's.
+EDITS_OFF = ("--edits", "off")
 
 
 @pytest.fixture
@@ -28,7 +30,7 @@ def install(home: Path, *args: str, path: str | None = None, **env: str) -> subp
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     if path is not None:
         base["PATH"] = path
-    return subprocess.run([AGENTS_ROOM, "install", "codex", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([AGENTS_ROOM, "install", "codex", *args, *EDITS_OFF], check=False, capture_output=True, text=True,
                           timeout=60, cwd=home, env={**base, "HOME": str(home), **env}, stdin=subprocess.DEVNULL)
 
 

@@ -18,6 +18,8 @@ import pytest
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The news hooks alone: the edit guard beside them is tests/test_install_editguard.py's.
+EDITS_OFF = ("--edits", "off")
 EVENTS = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
 
 
@@ -37,7 +39,7 @@ def install(home: Path, project: Path, *args: str, **env: str) -> subprocess.Com
     """``agents-room install gemini ARGS``, this installation first on PATH unless ``env`` says."""
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     base["PATH"] = f"{Path(AGENTS_ROOM).parent}:{base.get('PATH', '/usr/bin:/bin')}"
-    return subprocess.run([AGENTS_ROOM, "install", "gemini", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([AGENTS_ROOM, "install", "gemini", *args, *EDITS_OFF], check=False, capture_output=True, text=True,
                           timeout=60, cwd=project, env={**base, "HOME": str(home), **env}, stdin=subprocess.DEVNULL)
 
 

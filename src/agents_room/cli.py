@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import __version__, doctor, guard_install, person
-from .harnesses import hook, install
+from .harnesses import editguard, hook, install
 from .parser import Parser, not_empty, seconds
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ def add_copy(subparsers: Subparsers) -> None:
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
 COMMANDS: list[Callable[[Subparsers], Any]] = [
     add_serve, add_dashboard, add_who, add_prune, doctor.add_parser, add_copy, hook.add_parser, install.add_parser,
-    person.add_send, person.add_inbox, guard_install.add_parser,
+    person.add_send, person.add_inbox, guard_install.add_parser, editguard.add_parser,
 ]
 
 

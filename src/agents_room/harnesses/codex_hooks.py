@@ -33,7 +33,10 @@ from .toml_lines import Document, toml_key
 EVENTS = {"SessionStart": "session_start", "UserPromptSubmit": "user_prompt_submit",
           "PostToolUse": "post_tool_use", "Stop": "stop"}
 # The events whose matcher Codex keeps; for the others it is ignored, and left out of the hash.
-MATCHED = frozenset({"SessionStart", "PostToolUse"})
+MATCHED = frozenset({"SessionStart", "PreToolUse", "PostToolUse"})
+# Every event a hook of ours runs on, by Codex's label: the news hooks' and the edit guard's
+# (agents_room/harnesses/editguard_install.py).
+LABELS = {**EVENTS, "PreToolUse": "pre_tool_use"}
 DEFAULT_TIMEOUT_S = 600  # Codex's, for a hook that names none
 STATE = "hooks.state"
 
@@ -73,7 +76,7 @@ def fingerprint(event: str, matcher: str | None, handler: dict[str, Any]) -> str
                             "async": bool(handler.get("async", False))}
     if handler.get("statusMessage") is not None:
         hook["statusMessage"] = handler["statusMessage"]
-    identity: dict[str, Any] = {"event_name": EVENTS[event], "hooks": [hook]}
+    identity: dict[str, Any] = {"event_name": LABELS[event], "hooks": [hook]}
     if event in MATCHED and matcher is not None:
         identity["matcher"] = matcher
     text = json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -41,6 +41,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--channel", action="store_true",
                    help="claude-code: turn on the channel wake lever (start claude with "
                    "--dangerously-load-development-channels server:room)")
+    p.add_argument("--edits", choices=["claim", "check", "off"], default="claim",
+                   help="the edit guard on the harness's file-writing tools: claim (default) denies an edit of a "
+                   "file another session holds and leases it to the editor; check only denies; off installs none")
     p.set_defaults(run=run)
     return p
 
@@ -58,6 +61,7 @@ def folder(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from . import editguard_install
     from .config_change import InstallError
     from .registry import harness, plan
 
@@ -68,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
         changes = plan(args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
                        Path(os.path.expanduser("~")), executable(args.command, by_name=module.by_name(scope)),
                        hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
+        changes = editguard_install.extend(changes, args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
+                                           Path(os.path.expanduser("~")), getattr(args, "edits", "claim"),
+                                           store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
         keep_out_of_git(changes, Path(args.dir or os.getcwd()).absolute(), dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"

@@ -75,7 +75,7 @@ def _next_token(tx: Tx) -> int:
 
 
 def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelled: str | None = None,
-          asked: str | None = None) -> Claim:
+          asked: str | None = None, at_edit: bool = False) -> Claim:
     """Grant, extend or upgrade ``session``'s lease on ``path``, or deny naming the holder.
 
     Exclusive: one holder, blocks every other claim. Shared: several holders, blocks
@@ -83,7 +83,8 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     shared holder may upgrade to exclusive; an exclusive holder may step down to shared.
     ``spelled``: the caller's spelling of ``path``, when it differs (another's lease granted
     under it before paths were canonical stands in the way too); ``asked``: its own words,
-    which a denial quotes."""
+    which a denial quotes. ``at_edit``: taken by the edit guard at an edit (store/editclaim.py),
+    which its grant event says."""
     sweep(tx)
     also = () if spelled in (None, path) else (spelled,)
     # Two index lookups, never a scan of every lease: the leases covering the path (an IN
@@ -115,7 +116,9 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
             (mode, token, ttl_s, expires_at, path, session.id),
         )
     previous = mine.mode if mine else None
-    tx.log("lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at, previous_mode=previous)
+    marked = {"at_edit": True} if at_edit else {}
+    tx.log("lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at, previous_mode=previous,
+           **marked)
     acquired_at = tx.now if mine is None else mine.acquired_at
     return grant(Lease(path, session.id, session.label, mode, token, acquired_at, expires_at), previous)
 
