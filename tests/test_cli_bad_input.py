@@ -88,6 +88,10 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["install", "claude-code", "--dir", "{fifo}"], {}, False, "not a folder"),
     (["install", "claude-code", "--dir", "{readonly}"], {}, True, "{readonly}/.mcp.json"),
     (["install", "claude-code", "--command", ""], {}, False, "--command"),
+    (["install", "claude-code", "--edits", "maybe"], {}, False, "--edits"),
+    (["edit-guard"], {}, False, "--harness"),
+    (["edit-guard", "--harness", "vim"], {}, False, "--harness"),
+    (["edit-guard", "--harness", "codex", "--edits", "off"], {}, False, "--edits"),
     (["install", "claude-code", "--dry-run", "--channel", "x"], {}, False, "x"),
     (["install", "codex", "--scope", "project"], {}, False, "--scope user"),
     (["install", "cursor", "--channel"], {}, False, "--channel"),
@@ -200,7 +204,7 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     for argv, env, _, _ in CASES:
         command = next((a for a in argv if not a.startswith("-") and a in {"serve", "dashboard", "who", "prune", "doctor",
                                                                             "hook", "install", "copy", "send", "inbox",
-                                                                            "guard"}), None)
+                                                                            "guard", "edit-guard"}), None)
         for a in argv:
             covered.add((command, a) if command and a.startswith("--") else ("--db",) if a == "--db" else ())
         if command == "install":
@@ -215,7 +219,7 @@ def test_the_sweep_walks_every_command_and_option() -> None:
                         if a == "" or len(a) > 200}
     covered |= {("--db",)}
     flags_without_values = {("who", "--json"), ("prune", "--dry-run"), ("doctor", "--json"), ("hook", "--wait"),
-                            ("install", "--dry-run"), ("install", "--channel"),
+                            ("install", "--dry-run"), ("install", "--channel"), ("edit-guard", "--read"),
                             ("send", "--json"), ("inbox", "--json")}
     missing = options(cli.parser()) - covered - flags_without_values
     assert not missing, f"no bad-input case for {sorted(missing)}"
