@@ -86,9 +86,10 @@ def serve(args: argparse.Namespace) -> int:
     from .harnesses import wake
 
     who = identity.for_http() if address else identity.for_stdio()
-    # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
+    # A stdio server is its agent's wake lever (channel, command, the Stop hook beside it, or the
+    # terminal pane its harness runs in):
     # recorded at room_join so messages to it at autonomy `wake` start stored, not undeliverable.
-    lever = None if address else wake.lever_name(os.environ)
+    lever = None if address else wake.lever_name(os.environ, who.pid)
     # One agent per stdio server: its tool calls run on the event loop (no thread hop).
     server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
     try:
@@ -103,7 +104,8 @@ def serve(args: argparse.Namespace) -> int:
 
             anyio.run(channel.serve_stdio, server)
         else:
-            watcher = wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND else None
+            watcher = (wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND
+                       else wake.terminal_watcher(store, who, os.environ) if lever == wake.TERMINAL else None)
             server.run("stdio")
             if watcher:
                 watcher.stop()

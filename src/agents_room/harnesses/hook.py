@@ -35,6 +35,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import turns
 from .hook_store import store_modules
 
 # Annotations only: importing typing would cost this hot path more than its own query.
@@ -159,6 +160,9 @@ def run(args: argparse.Namespace | Args) -> int:
             return wait(_keys(data), _ancestors(), path, lean=lean, timeout=args.timeout, poll=args.poll,
                         busy_timeout_s=BUSY_TIMEOUT_S)
         out = respond(data, path, args.event, news=delivery.news_sql() if lean else None)
+        # The pane's turn mark (the terminal wake lever's, agents_room/harnesses/turns.py): after
+        # the answer, so an end of turn that the news kept going is not marked idle.
+        turns.record(args.event or data.get("hook_event_name") or "", bool(out and out.get("decision") == "block"))
         if args.format == "cursor":
             out = for_cursor(out)
     except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)

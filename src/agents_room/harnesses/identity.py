@@ -102,10 +102,39 @@ def project_dir(env: Mapping[str, str]) -> str:
 
 
 def for_stdio(env: Mapping[str, str] | None = None) -> Identity:
-    """A stdio server serves exactly one agent: the harness that spawned it (our parent)."""
+    """A stdio server serves exactly one agent: the harness that spawned it (our parent), or
+    the terminal client that started it (:func:`conversation_holder`)."""
     env = os.environ if env is None else env
     parent = os.getppid()
-    return Identity(project_dir(env), parent, detect_harness(env, parent), default_harness_key(env))
+    harness = detect_harness(env, parent)
+    return Identity(project_dir(env), conversation_holder(parent), harness, default_harness_key(env))
+
+
+def conversation_holder(parent: int, proc: str = "/proc") -> int:
+    """The process whose life is the conversation's. Usually our parent. Interactive Codex
+    (0.171) runs its threads, and so their MCP servers, in a managed ``codex app-server``
+    daemon that its TUI starts and that outlives it: a session recorded with the daemon's pid
+    stayed alive after its person quit Codex. When our parent is that daemon and its parent
+    a ``codex``, that ``codex`` (the TUI) holds the conversation, and its pid is recorded."""
+    if "codex" not in program_names(parent, proc) or b"app-server" not in _argv(parent, proc):
+        return parent
+    try:
+        with open(f"{proc}/{parent}/stat", "rb") as f:
+            stat = f.read()
+        grand = int(stat[stat.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return parent
+    if grand > 1 and "codex" in program_names(grand, proc) and b"app-server" not in _argv(grand, proc):
+        return grand
+    return parent
+
+
+def _argv(pid: int, proc: str) -> list[bytes]:
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            return f.read(4096).split(b"\0")
+    except OSError:
+        return []
 
 
 def for_http(env: Mapping[str, str] | None = None) -> Identity:

@@ -19,6 +19,9 @@ Levers here:
 - :class:`StopHookLever`: Claude Code's ``asyncRewake`` Stop hook (``agents-room hook
   --wait``): the waiting hook prints the facts on stderr and exits 2.
 - the Claude Code channel: :mod:`agents_room.harnesses.channel` (it needs the MCP connection).
+- :class:`~agents_room.harnesses.terminal.TerminalLever`: typing into the tmux pane the harness
+  runs in, for a harness with no lever of its own; a lever with a ``ready()`` is only
+  signalled through while it says it can be (a pane that waits for its person).
 
 Which lever a server process records comes from its environment: :func:`lever_name`.
 """
@@ -39,10 +42,12 @@ from typing import IO, Any, Protocol
 from ..store import RETRY_WINDOW_S, Pending, Session, Store
 from ..store.mailwait import MailWaiter
 from ..store.wake import describe
+from . import terminal
 
 CHANNEL = "claude-channel"
 COMMAND = "command"
 STOP_HOOK = "stop-hook"
+TERMINAL = terminal.TERMINAL
 
 
 class WakeLever(Protocol):
@@ -79,6 +84,9 @@ def deliver(
     out = []
     for offer in store.wake_offers(session_id=session_id, lever=None if session_id else lever.name, retry_s=retry_s):
         sid = offer.session.id
+        ready = getattr(lever, "ready", None)
+        if ready is not None and not ready():
+            continue  # no signal now (the terminal lever's busy pane): it stays as it is, looked at again
         mine = offer.session.wake_lever == lever.name
         due = [p.message_id for p in offer.pending if mine or (adopt_retries and p.state == "offered")]
         if not due:
@@ -154,17 +162,20 @@ class StopHookLever:
         return None
 
 
-def lever_name(env: Mapping[str, str]) -> str | None:
+def lever_name(env: Mapping[str, str], harness_pid: int | None = None) -> str | None:
     """The lever a stdio server process provides for its agent, recorded at ``room_join``:
     the channel when ``$AGENTS_ROOM_CHANNEL=1``, else a working ``$AGENTS_ROOM_WAKE_COMMAND``,
     else the Stop hook when ``$AGENTS_ROOM_WAKE_LEVER=stop-hook`` (``agents-room install``
-    sets it beside the hook), else none."""
+    sets it beside the hook), else the terminal when the harness (``harness_pid``) runs in a
+    tmux pane and the person did not turn it off (agents_room/harnesses/terminal.py), else none."""
     if env.get("AGENTS_ROOM_CHANNEL") == "1":
         return CHANNEL
     if CommandLever.from_env(env) is not None:
         return COMMAND
     if env.get("AGENTS_ROOM_WAKE_LEVER") == STOP_HOOK:
         return STOP_HOOK
+    if terminal.TerminalLever.from_env(env, harness_pid) is not None:
+        return TERMINAL
     return None
 
 
@@ -252,6 +263,14 @@ def session_finder(store: Store, harness_key: str | None, pid: int | None) -> Ca
 def command_watcher(store: Store, identity: Any, env: Mapping[str, str]) -> Watcher | None:
     """The running watcher of a stdio server whose agent's lever is ``$AGENTS_ROOM_WAKE_COMMAND``."""
     lever = CommandLever.from_env(env)
+    if lever is None:
+        return None
+    return Watcher(store, lever, session_finder(store, identity.harness_key, identity.pid)).start()
+
+
+def terminal_watcher(store: Store, identity: Any, env: Mapping[str, str]) -> Watcher | None:
+    """The running watcher of a stdio server whose agent runs in a tmux pane (the terminal lever)."""
+    lever = terminal.TerminalLever.from_env(env, identity.pid)
     if lever is None:
         return None
     return Watcher(store, lever, session_finder(store, identity.harness_key, identity.pid)).start()
