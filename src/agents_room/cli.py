@@ -192,9 +192,9 @@ def who(args: argparse.Namespace) -> int:
         print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
               "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
-    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
-              _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+              m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
     print(_table(rows))
     if any(m.host != store.host for m in members):
         from .store.hosts import ALIVE_WITHIN_S
@@ -215,7 +215,8 @@ def add_who(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "who", help="list sessions with their liveness",
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
-        "gone (it is not), unknown (no process recorded). A session of another host (its HOST column) is judged "
+        "gone (it is not), unknown (no process recorded); and each one's wake lever, how it is woken at autonomy "
+        "wake (claude-channel, stop-hook, command, terminal; - for none). A session of another host (its HOST column) is judged "
         "from the store, never from this host's processes: alive after a recent call, gone once its own host "
         "proved it, else unknown.",
     )
@@ -274,10 +275,13 @@ def doctor(args: argparse.Namespace) -> int:
         # Counted by the liveness `who` shows, so both say one word for one fact: a session
         # that has not left but whose agent is gone is "gone" here too.
         by_host: dict[str, dict[str, int]] = {}
+        levers: dict[str, int] = {}  # how the live sessions are woken at `wake` ("none": they are not)
         for m in store.room_who():
             counts = by_host.setdefault(m.host or "", {})
             counts[m.liveness] = counts.get(m.liveness, 0) + 1
+            levers[m.wake_lever or "none"] = levers.get(m.wake_lever or "none", 0) + 1
         health["liveness_by_host"] = by_host
+        health["wake_levers"] = levers
     health["origin"] = where.origin
     health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
                               for f in others]
@@ -293,6 +297,8 @@ def doctor(args: argparse.Namespace) -> int:
             f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
             + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
             for h, counts in health["liveness_by_host"].items()) or "none"))
+        print(f"{'wake levers:':16}" + (", ".join(
+            f"{n} {lever}" for lever, n in sorted(health["wake_levers"].items())) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))

@@ -1,0 +1,190 @@
+"""The terminal wake lever's rules, against a real tmux pane running a small line-reading
+program (a stand-in for a harness's input line: a prompt glyph, the person's typing echoed, each
+submitted line written to a file) and a real store: it types only into a pane whose turn marks
+say idle and whose line holds nothing typed; what it typed is submitted once; the delivery goes
+``stored → offered → accepted``, and stays ``stored`` (unannounced, for the hooks) while the pane
+is busy. The real CLIs in real panes: tests/test_wake_terminal.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents_room.harnesses import turns
+from agents_room.harnesses.terminal import (
+    OFF_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
+)
+from agents_room.harnesses.wake import TERMINAL, deliver, lever_name
+from agents_room.store import Store
+
+# A stand-in input line: "› " and the typed text; each submitted line appended to argv[1].
+READER = r"""
+import sys
+log = sys.argv[1]
+while True:
+    line = input("\u203a ")
+    with open(log, "a") as f:
+        f.write(line + "\n")
+"""
+DEADLINE_S = 30.0
+
+# Rows as the real CLIs draw them (tmux capture-pane -e), with the cursor's column.
+CODEX_EMPTY = "\x1b[1m\u203a\x1b[0m\x1b[39m\x1b[49m \x1b[2mAsk Codex to do anything", 2
+CODEX_TYPED = "\x1b[1m\u203a\x1b[0m\x1b[39m\x1b[49m hello half", 12
+CODEX_TYPED_HOME = "\x1b[1m\u203a\x1b[0m\x1b[39m\x1b[49m hello half", 2  # the person pressed Home
+GEMINI_EMPTY = " *   Type your message or @path/to/file", 3
+GEMINI_TYPED = " * hello half", 13
+GEMINI_TYPED_HOME = " * hello half", 3
+
+
+def test_an_input_line_is_empty_only_with_nothing_typed_on_either_side_of_the_cursor() -> None:
+    assert line_is_empty(*CODEX_EMPTY) and line_is_empty(*GEMINI_EMPTY)
+    for typed in (CODEX_TYPED, CODEX_TYPED_HOME, GEMINI_TYPED, GEMINI_TYPED_HOME):
+        assert not line_is_empty(*typed), typed
+    assert not line_is_empty("\u203a \x1b[2mfaint\x1b[0m words", 2)  # plain words after a faint run
+
+
+def test_turn_marks_follow_the_hooks_and_only_in_tmux(tmp_path: Path) -> None:
+    env = {"HOME": str(tmp_path), "TMUX": "/tmp/tmux-1/default,4242,0", "TMUX_PANE": "%7"}
+    where, key = turns.folder(env), turns.pane_key(env)
+    assert key == "tmux-4242-7"
+    assert turns.state(where, key) is None  # no hook yet: nothing known, nothing typed
+    assert turns.record("BeforeAgent", False, env) == "turn" and turns.state(where, key) == "turn"
+    assert turns.record("Stop", True, env) is None and turns.state(where, key) == "turn"  # kept going with news
+    assert turns.record("AfterAgent", False, env) == "idle" and turns.state(where, key) == "idle"
+    assert turns.record("PostToolUse", False, env) is None and turns.state(where, key) == "idle"
+    assert turns.record("UserPromptSubmit", False, env) == "turn"
+    assert turns.record("Stop", False, {"HOME": str(tmp_path)}) is None  # outside tmux: no mark
+    for bad in ({"TMUX": "x", "TMUX_PANE": "%1"}, {"TMUX": "/s,12,0", "TMUX_PANE": "1"}, {"TMUX": "/s,a,0", "TMUX_PANE": "%1"}):
+        assert turns.pane_key(bad) is None, bad
+
+
+@pytest.fixture
+def pane(tmp_path: Path):
+    if not shutil.which("tmux"):
+        pytest.skip("tmux is not installed")
+    socket = tmp_path / "tmux.sock"
+    log = tmp_path / "typed.log"
+    reader = tmp_path / "reader.py"
+    reader.write_text(READER)
+    subprocess.run(["tmux", "-S", str(socket), "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "20",
+                    sys.executable, str(reader), str(log)], check=True, timeout=30)
+    server = int(subprocess.run(["tmux", "-S", str(socket), "display-message", "-p", "#{pid}"], capture_output=True,
+                                text=True, check=True, timeout=30).stdout)
+    pane_id = subprocess.run(["tmux", "-S", str(socket), "display-message", "-p", "#{pane_id}"], capture_output=True,
+                             text=True, check=True, timeout=30).stdout.strip()
+    env = {"HOME": str(tmp_path), "TMUX": f"{socket},{server},0", "TMUX_PANE": pane_id}
+    try:
+        yield env, log
+    finally:
+        subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True, timeout=30)
+        try:
+            os.kill(server, signal.SIGKILL)  # (kill-server ends it; this only where it did not)
+        except ProcessLookupError:
+            pass
+
+
+def tmux(env: dict[str, str], *args: str) -> str:
+    return subprocess.run(["tmux", "-S", env["TMUX"].split(",")[0], *args], capture_output=True, text=True,
+                          check=True, timeout=30).stdout
+
+
+def wait(test, what: str) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not test():
+        assert time.monotonic() < deadline, f"no {what} within {DEADLINE_S:g} s"
+        time.sleep(0.05)
+
+
+def test_the_lever_types_only_into_an_idle_pane_with_an_empty_line(pane, tmp_path: Path) -> None:
+    env, log = pane
+    wait(lambda: "\u203a" in tmux(env, "capture-pane", "-p"), "prompt")
+    lever = TerminalLever.from_env(env, None)
+    assert lever is not None and lever.pane == Pane.from_env(env)
+    with Store.open(tmp_path / "room.db") as store:
+        me = store.room_join(cwd=str(tmp_path), pid=None, label="agent", autonomy="wake", wake_lever=TERMINAL)
+        peer = store.room_join(cwd=str(tmp_path), pid=None, label="peer")
+        sid = me.session_id
+
+        def state(mid: int) -> str:
+            conn = sqlite3.connect(f"file:{tmp_path / 'room.db'}?mode=ro", uri=True)
+            try:
+                return conn.execute("SELECT state FROM deliveries WHERE recipient = ? AND message_id = ?",
+                                    (sid, mid)).fetchone()[0]
+            finally:
+                conn.close()
+
+        first = store.msg_send(peer.session_id, sid, "news", "body").message_id
+        # no hook has marked the pane: nothing is known, nothing typed
+        assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
+        turns.mark(lever.folder, lever.pane.key, turns.TURN)  # a turn runs: its hooks tell the mail
+        assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
+        # idle, but the person has half-typed a line: not sent, not clobbered
+        turns.mark(lever.folder, lever.pane.key, turns.IDLE)
+        tmux(env, "send-keys", "-t", env["TMUX_PANE"], "-l", "half typed")
+        wait(lambda: "half typed" in tmux(env, "capture-pane", "-p"), "the half-typed line")
+        assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
+        assert tmux(env, "capture-pane", "-p").count("half typed") == 1 and not log.exists()
+        # the person clears the line: the prompt is typed, submitted once, accepted
+        tmux(env, "send-keys", "-t", env["TMUX_PANE"], "C-u")
+        wait(lambda: "half typed" not in tmux(env, "capture-pane", "-p"), "the cleared line")
+        signals = deliver(store, lever, session_id=sid)
+        assert [(s.message_ids, s.accepted) for s in signals] == [([first], True)]
+        assert state(first) == "accepted"
+        wait(lambda: log.exists() and log.read_text(), "the submitted prompt")
+        assert log.read_text().splitlines() == [lever.prompt.replace("{session_id}", sid)]
+        assert PROMPT_HEAD in log.read_text() and sid in log.read_text()
+        # the woken turn is ours until the harness's hooks say it ended: no second prompt
+        assert turns.state(lever.folder, lever.pane.key) == turns.TURN
+        second = store.msg_send(peer.session_id, sid, "more news", "body").message_id
+        assert deliver(store, lever, session_id=sid) == [] and state(second) == "stored"
+        assert deliver(store, lever, session_id=sid, retry_s=0) == []  # not even a retry of the first
+        assert len(log.read_text().splitlines()) == 1
+
+
+def test_the_lever_is_chosen_from_the_harness_process_and_can_be_turned_off(pane, tmp_path: Path) -> None:
+    env, _ = pane
+    child = subprocess.Popen(["sleep", "60"], env={"PATH": os.environ["PATH"], **env})
+    off = subprocess.Popen(["sleep", "60"], env={"PATH": os.environ["PATH"], **env, OFF_ENV: "off"})
+    try:
+        own = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}  # Codex gives its servers no TMUX
+        wait(lambda: b"TMUX_PANE" in Path(f"/proc/{child.pid}/environ").read_bytes(), "the child's environment")
+        wait(lambda: b"TMUX_PANE" in Path(f"/proc/{off.pid}/environ").read_bytes(), "the child's environment")
+        assert find_pane(own, child.pid) == Pane.from_env(env)
+        assert lever_name(own, child.pid) == TERMINAL
+        assert find_pane(own, off.pid) is None and lever_name(own, off.pid) is None
+        assert lever_name({**own, OFF_ENV: "off"}, child.pid) is None
+        assert lever_name(own, None) is None  # no pane anywhere
+        assert lever_name({**own, "AGENTS_ROOM_WAKE_LEVER": "stop-hook"}, child.pid) == "stop-hook"  # its own first
+    finally:
+        for p in (child, off):
+            p.kill()
+            p.wait()
+
+
+def test_who_and_doctor_show_each_session_s_lever(tmp_path: Path) -> None:
+    db = tmp_path / "room.db"
+    with Store.open(db) as store:
+        store.room_join(cwd=str(tmp_path), pid=None, label="tty", autonomy="wake", wake_lever=TERMINAL)
+        store.room_join(cwd=str(tmp_path), pid=None, label="bare")
+    run = [str(Path(sys.executable).parent / "agents-room")]
+    env = {**os.environ, "AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)}
+    listed = json.loads(subprocess.run([*run, "who", "--json"], capture_output=True, text=True, env=env, check=True,
+                                       timeout=60).stdout)
+    assert {m["label"]: m["wake_lever"] for m in listed} == {"tty": "terminal", "bare": None}
+    table = subprocess.run([*run, "who"], capture_output=True, text=True, env=env, check=True, timeout=60).stdout
+    head, *rows = table.splitlines()
+    at = head.index("WAKE LEVER")
+    assert {r.split()[1]: r[at:].split()[0] for r in rows if not r.startswith("store:") and len(r) > at} == {
+        "tty": "terminal", "bare": "-"}, table
+    doctor = subprocess.run([*run, "doctor"], capture_output=True, text=True, env=env, timeout=60).stdout
+    assert "wake levers:    1 none, 1 terminal" in doctor, doctor
