@@ -9,7 +9,9 @@ scripted model on loopback. One session per CLI covers, in order:
   the model is not asked, the line is intact); the person submits their line and that turn is
   told the mail by the prompt's hook;
 - mail mid-turn: the harness's hooks tell it within the turn; the lever types nothing, and no
-  second turn follows.
+  second turn follows;
+- the person quits: the session is ``gone`` (Codex's managed app-server daemon, which ran the
+  thread and its MCP server, outlives its TUI: liveness follows the TUI).
 
 Idle is an event: the harness's end-of-turn hook marks its pane ``idle``
 (agents_room/harnesses/turns.py), which the test reads.
@@ -18,6 +20,7 @@ Idle is an event: the harness's end-of-turn hook marks its pane ``idle``
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 
@@ -140,6 +143,41 @@ def test_an_idle_codex_or_gemini_in_tmux_is_woken_by_the_terminal_lever(rig: Rig
         time.sleep(0.2)
     assert wakes(agent.requests) == typed
     assert "offered" not in delivery_events(rig, idle.session, midturn[0])
+
+    # 4. the person quits: the session is gone, though Codex's app-server daemon lives on
+    assert liveness(rig, idle.session) == "alive"
+    term.type("/quit")
+    deadline = time.monotonic() + WAKE_S
+    while term.alive():
+        assert time.monotonic() < deadline, f"{harness} did not quit; screen:\n{term.screen()}"
+        time.sleep(0.1)
+    deadline = time.monotonic() + WAKE_S
+    while liveness(rig, idle.session) != "gone":
+        assert time.monotonic() < deadline, f"{harness}: still {liveness(rig, idle.session)} after quitting"
+        time.sleep(0.2)
+    if harness == "codex":  # what the session's liveness must not follow
+        assert daemons(rig), "Codex's app-server daemon ended with its TUI: the check proves nothing here"
+
+
+def liveness(rig: Rig, session: str) -> str:
+    return {m.session_id: m.liveness for m in rig.peer_store().room_who()}[session]
+
+
+def daemons(rig: Rig) -> list[int]:
+    """Codex's managed app-server daemons running with the rig's HOME (the rig ends them)."""
+    mine = f"HOME={rig.root}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                if mine not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if b"app-server" in f.read():
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def delivery_events(rig: Rig, recipient: str, message_id: int) -> list[str]:
