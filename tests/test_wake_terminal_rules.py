@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from agents_room import cli
 from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
     OFF_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
@@ -171,20 +172,23 @@ def test_the_lever_is_chosen_from_the_harness_process_and_can_be_turned_off(pane
             p.wait()
 
 
-def test_who_and_doctor_show_each_session_s_lever(tmp_path: Path) -> None:
+def test_who_and_doctor_show_each_session_s_lever(tmp_path: Path, monkeypatch, capsys) -> None:
     db = tmp_path / "room.db"
     with Store.open(db) as store:
         store.room_join(cwd=str(tmp_path), pid=None, label="tty", autonomy="wake", wake_lever=TERMINAL)
         store.room_join(cwd=str(tmp_path), pid=None, label="bare")
-    run = [str(Path(sys.executable).parent / "agents-room")]
-    env = {**os.environ, "AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)}
-    listed = json.loads(subprocess.run([*run, "who", "--json"], capture_output=True, text=True, env=env, check=True,
-                                       timeout=60).stdout)
+    monkeypatch.setenv("AGENTS_ROOM_DB", str(db))
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    def run(*argv: str) -> str:
+        cli.main(list(argv))
+        return capsys.readouterr().out
+
+    listed = json.loads(run("who", "--json"))
     assert {m["label"]: m["wake_lever"] for m in listed} == {"tty": "terminal", "bare": None}
-    table = subprocess.run([*run, "who"], capture_output=True, text=True, env=env, check=True, timeout=60).stdout
+    table = run("who")
     head, *rows = table.splitlines()
     at = head.index("WAKE LEVER")
     assert {r.split()[1]: r[at:].split()[0] for r in rows if not r.startswith("store:") and len(r) > at} == {
         "tty": "terminal", "bare": "-"}, table
-    doctor = subprocess.run([*run, "doctor"], capture_output=True, text=True, env=env, timeout=60).stdout
-    assert "wake levers:    1 none, 1 terminal" in doctor, doctor
+    assert "wake levers:    1 none, 1 terminal" in run("doctor")

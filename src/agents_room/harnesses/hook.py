@@ -23,8 +23,12 @@ what is news (store/delivery.py), loaded alone (agents_room/harnesses/hook_store
 probe finds something does the store do the real work, by its own rules (store/news.py).
 Never ``mcp``.
 
+After its answer, a hook of a turn's start or end marks where the turn stands for the
+terminal wake lever, when the harness runs in a tmux pane (agents_room/harnesses/turns.py:
+``os`` only, and a small file write only in tmux).
+
 The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
-path this module imports nothing but ``os``, those two stdlib-only modules of the store and
+path this module imports nothing but ``os``, turns.py, those two stdlib-only modules of the store and
 two of CPython's C modules (``_json``, ``_sqlite3``): ``argparse`` and ``json`` pull in ``re``
 (with ``enum``), ``sqlite3`` pulls in ``datetime``, which together cost about as much as the
 interpreter's own start.
