@@ -24,7 +24,7 @@ from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
     OFF_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
 )
-from agents_room.harnesses.wake import TERMINAL, deliver, lever_name
+from agents_room.harnesses.wake import TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
 
 # A stand-in input line: "› " and the typed text; each submitted line appended to argv[1].
@@ -192,3 +192,32 @@ def test_who_and_doctor_show_each_session_s_lever(tmp_path: Path, monkeypatch, c
     assert {r.split()[1]: r[at:].split()[0] for r in rows if not r.startswith("store:") and len(r) > at} == {
         "tty": "terminal", "bare": "-"}, table
     assert "wake levers:    1 none, 1 terminal" in run("doctor")
+
+
+@pytest.mark.slow
+def test_on_postgresql_the_watcher_types_into_its_pane_when_another_process_sends(pane, pg_url: str) -> None:
+    # The lever runs in the recipient's own server (here: a watcher in this process, on the
+    # pane's host); the sender is another process, told through the store alone.
+    env, log = pane
+    wait(lambda: "\u203a" in tmux(env, "capture-pane", "-p"), "prompt")
+    lever = TerminalLever.from_env(env, None)
+    with Store.open(pg_url) as store:
+        sid = store.room_join(cwd=str(log.parent), pid=None, label="agent", autonomy="wake",
+                              wake_lever=TERMINAL).session_id
+        peer = store.room_join(cwd=str(log.parent), pid=None, label="peer").session_id
+        turns.mark(lever.folder, lever.pane.key, turns.IDLE)
+        watcher = Watcher(store, lever, lambda: sid).start()
+        try:
+            send = ("import sys; from agents_room.store import Store\n"
+                    "with Store.open(sys.argv[1]) as s: s.msg_send(sys.argv[2], sys.argv[3], subject='pg news')\n")
+            subprocess.run([sys.executable, "-c", send, pg_url, peer, sid], check=True, timeout=60)
+            wait(lambda: log.exists() and sid in log.read_text(), "the typed prompt")
+            wait(lambda: _state(store, sid) == "accepted", "accepted")
+        finally:
+            watcher.stop()
+        assert len(log.read_text().splitlines()) == 1
+
+
+def _state(store: Store, recipient: str) -> str:
+    with store.db.read() as tx:
+        return tx.one("SELECT state FROM deliveries WHERE recipient = ?", (recipient,))[0]
