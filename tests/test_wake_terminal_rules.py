@@ -22,7 +22,7 @@ import pytest
 from agents_room import cli
 from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
-    OFF_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
+    OFF_ENV, PROMPT_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
 )
 from agents_room.harnesses.wake import TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
@@ -165,6 +165,8 @@ def test_the_lever_is_chosen_from_the_harness_process_and_can_be_turned_off(pane
         assert find_pane(own, off.pid) is None and lever_name(own, off.pid) is None
         assert lever_name({**own, OFF_ENV: "off"}, child.pid) is None
         assert lever_name(own, None) is None  # no pane anywhere
+        assert TerminalLever.from_env({**own, PROMPT_ENV: "mail for\n{session_id}"}, child.pid).prompt == \
+            "mail for {session_id}"
         assert lever_name({**own, "AGENTS_ROOM_WAKE_LEVER": "stop-hook"}, child.pid) == "stop-hook"  # its own first
     finally:
         for p in (child, off):
@@ -221,3 +223,30 @@ def test_on_postgresql_the_watcher_types_into_its_pane_when_another_process_send
 def _state(store: Store, recipient: str) -> str:
     with store.db.read() as tx:
         return tx.one("SELECT state FROM deliveries WHERE recipient = ?", (recipient,))[0]
+
+
+@pytest.mark.slow  # three runs of the installed hook
+def test_the_installed_hook_marks_the_pane_and_not_an_end_of_turn_it_kept_going(tmp_path: Path, repo: Path,
+                                                                                 monkeypatch) -> None:
+    # The installed hook command, as the harness runs it in a pane: its start marks `turn`;
+    # a Stop that blocks with news (the turn goes on) leaves it; the next, quiet Stop marks `idle`.
+    from test_hook import event, hook, join
+
+    db = tmp_path / "room.db"
+    monkeypatch.setenv("AGENTS_ROOM_DB", str(db))
+    pane_env = {"HOME": str(tmp_path), "TMUX": "/tmp/tmux-1/default,777,0", "TMUX_PANE": "%3"}
+    where, key = turns.folder(pane_env), turns.pane_key(pane_env)
+    with Store.open(db) as store:
+        me, harness_key = join(store, repo, "alice", "wake")
+        bob, _ = join(store, repo, "bob")
+        assert hook(event(harness_key, "UserPromptSubmit", prompt="go"), env=pane_env).returncode == 0
+        assert turns.state(where, key) == turns.TURN
+        store.msg_send(bob, me, subject="news for the stop")
+        blocked = hook(event(harness_key, "Stop", stop_hook_active=False), env=pane_env)
+        assert json.loads(blocked.stdout)["decision"] == "block"
+        assert turns.state(where, key) == turns.TURN
+        quiet = hook(event(harness_key, "Stop", stop_hook_active=True), env=pane_env)
+        assert (quiet.returncode, quiet.stdout) == (0, "")
+        assert turns.state(where, key) == turns.IDLE
+        assert hook(event(harness_key, "Stop"), env={"HOME": str(tmp_path)}).returncode == 0  # outside tmux
+        assert sorted(os.listdir(where)) == [key]
