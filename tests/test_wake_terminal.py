@@ -191,3 +191,37 @@ def delivery_events(rig: Rig, recipient: str, message_id: int) -> list[str]:
         conn.close()
     moves = [json.loads(payload) for (payload,) in rows]
     return [m["to"] for m in moves if any(mid == message_id for mid, _ in m["items"])]
+
+
+def test_a_second_codex_tui_on_the_same_daemon_gets_no_terminal_lever(rig: Rig) -> None:
+    # A second Codex TUI of the same HOME attaches to the first's app-server daemon: its thread's
+    # server is the daemon's child, as the first's is, and nothing tells which TUI it serves.
+    # The first keeps its pane; the second gets no lever (typing into the first's pane would
+    # wake the wrong agent), and its liveness follows the daemon, as before.
+    def policy(request: Request):
+        if any(t.name == "room_join" for t in request.tool_results()):
+            return Say("joined, waiting")
+        return ToolCall("room_join", {"autonomy": "wake"})
+
+    agent, launch = rig.agent("codex", "twice", policy)
+    joined = []
+    for _ in range(2):
+        term = rig.terminal(launch, multiplexed=True)
+        term.wait_screen(READY["codex"], what="the prompt", timeout=START_S)
+        count = len(agent.requests)
+        term.type("join the room", submitted=lambda c=count: len(agent.requests) > c)
+        answer = agent.wait_for(lambda r, c=count: agent.requests.index(r) >= c and any(
+            t.name == "room_join" for t in r.tool_results()), what="room_join's answer", timeout=START_S)
+        joined.append(answer.result_of("room_join").data()["session_id"])
+    first, second = (session_row(rig, s) for s in joined)
+    assert [d for d in daemons(rig) if d in (first[0], second[0])] == [second[0]]
+    assert first[1] == "terminal" and first[0] != second[0]
+    assert second[1] is None
+
+
+def session_row(rig: Rig, session: str) -> tuple[int, str | None]:
+    conn = sqlite3.connect(f"file:{rig.store}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT pid, wake_lever FROM sessions WHERE id = ?", (session,)).fetchone()
+    finally:
+        conn.close()

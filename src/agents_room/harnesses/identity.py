@@ -114,19 +114,59 @@ def conversation_holder(parent: int, proc: str = "/proc") -> int:
     """The process whose life is the conversation's. Usually our parent. Interactive Codex
     (0.171) runs its threads, and so their MCP servers, in a managed ``codex app-server``
     daemon that its TUI starts and that outlives it: a session recorded with the daemon's pid
-    stayed alive after its person quit Codex. When our parent is that daemon and its parent
-    a ``codex``, that ``codex`` (the TUI) holds the conversation, and its pid is recorded."""
-    if "codex" not in program_names(parent, proc) or b"app-server" not in _argv(parent, proc):
+    stayed alive after its person quit Codex. When our parent is that daemon, its parent is
+    a Codex TUI, and that TUI is the only one running with the daemon's ``HOME`` (a second
+    TUI of that ``HOME`` attaches to the same daemon, and nothing tells which TUI a thread's
+    server serves), that TUI holds the conversation and its pid is recorded. Otherwise the
+    daemon's is, as before."""
+    if not is_codex_daemon(parent, proc):
         return parent
+    grand = _parent_of(parent, proc)
+    if grand is None or grand <= 1 or not _is_codex_tui(grand, proc):
+        return parent
+    home = _env_value(parent, b"HOME", proc)
+    tuis = [int(e) for e in _listdir(proc) if e.isdigit() and int(e) != grand and _is_codex_tui(int(e), proc)
+            and _env_value(int(e), b"HOME", proc) == home]
+    return parent if tuis else grand
+
+
+def is_codex_daemon(pid: int, proc: str = "/proc") -> bool:
+    """Is ``pid`` a ``codex app-server`` (the daemon interactive Codex runs its threads in)?"""
+    return "codex" in program_names(pid, proc) and b"app-server" in _argv(pid, proc)
+
+
+def _is_codex_tui(pid: int, proc: str) -> bool:
+    """Codex's own binary (not the npm wrapper's node) running something other than app-server."""
     try:
-        with open(f"{proc}/{parent}/stat", "rb") as f:
+        exe = os.path.basename(os.readlink(f"{proc}/{pid}/exe"))
+    except OSError:
+        return False
+    return exe == "codex" and b"app-server" not in _argv(pid, proc)
+
+
+def _parent_of(pid: int, proc: str) -> int | None:
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
             stat = f.read()
-        grand = int(stat[stat.rindex(b")") + 2:].split()[1])
+        return int(stat[stat.rindex(b")") + 2:].split()[1])
     except (OSError, ValueError, IndexError):
-        return parent
-    if grand > 1 and "codex" in program_names(grand, proc) and b"app-server" not in _argv(grand, proc):
-        return grand
-    return parent
+        return None
+
+
+def _env_value(pid: int, name: bytes, proc: str) -> bytes | None:
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as f:
+            items = f.read().split(b"\0")
+    except OSError:
+        return None
+    return next((item[len(name) + 1:] for item in items if item.startswith(name + b"=")), None)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def _argv(pid: int, proc: str) -> list[bytes]:

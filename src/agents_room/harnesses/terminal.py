@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from ..store import Pending, Session
 from . import turns
+from .identity import is_codex_daemon
 
 TERMINAL = "terminal"
 OFF_ENV = "AGENTS_ROOM_TERMINAL_WAKE"
@@ -90,8 +91,12 @@ def process_env(pid: int, proc: str = "/proc") -> dict[str, str]:
 
 def find_pane(env: Mapping[str, str], harness_pid: int | None) -> Pane | None:
     """The pane the harness runs in: from the harness process's environment (Codex passes its
-    MCP servers none of it), else our own; None outside tmux, when tmux is not installed, or
-    when the person turned the lever off (``AGENTS_ROOM_TERMINAL_WAKE=off`` in either)."""
+    MCP servers none of it), else our own; None outside tmux, when tmux is not installed, when
+    the person turned the lever off (``AGENTS_ROOM_TERMINAL_WAKE=off`` in either), or when the
+    harness process is a Codex app-server daemon (identity.conversation_holder could not tell
+    which of its TUIs the session is: typing into its starter's pane could wake another)."""
+    if harness_pid and is_codex_daemon(harness_pid):
+        return None  # a daemon serves any number of Codex TUIs: its TMUX_PANE is only its starter's
     theirs = process_env(harness_pid) if harness_pid else {}
     for source in (theirs, env):
         if source.get(OFF_ENV, "").strip().lower() in ("off", "0", "no", "false"):
