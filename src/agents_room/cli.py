@@ -215,9 +215,9 @@ def add_who(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "who", help="list sessions with their liveness",
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
-        "gone (it is not), unknown (no process recorded); and each one's wake lever, how it is woken at autonomy "
-        "wake (claude-channel, stop-hook, command, terminal; - for none). A session of another host (its HOST column) is judged "
-        "from the store, never from this host's processes: alive after a recent call, gone once its own host "
+        "gone (it is not), unknown (no process recorded); and each one's wake lever, how it is woken at "
+        "autonomy wake (claude-channel, stop-hook, command, terminal; - for none). A session of another host "
+        "(its HOST column) is judged from the store, never from this host's processes: alive after a recent call, gone once its own host "
         "proved it, else unknown.",
     )
     p.add_argument("--room", type=not_empty, help="only this room's members")

@@ -23,9 +23,10 @@ the watcher looks again every few seconds. A prompt that went in is ``accepted``
 line emptied: the harness took it); one that did not show or did not go stays ``offered``.
 
 Off per session: ``AGENTS_ROOM_TERMINAL_WAKE=off`` in the harness's environment. The prompt:
-``AGENTS_ROOM_TERMINAL_PROMPT`` (``{session_id}`` in it becomes the session's id). GNU screen and zellij are not supported: neither tells a
-program in it which of its panes it runs in and what that pane shows in a form this lever
-could check before typing (screen's ``STY``/``WINDOW`` name a window, not its screen).
+``AGENTS_ROOM_TERMINAL_PROMPT`` (``{session_id}`` in it becomes the session's id). GNU screen
+and zellij are not supported: neither gives a way to read the cursor row of the pane a program
+runs in before typing into it (screen's ``STY``/``WINDOW`` name a window, not its screen), and
+that look is what keeps a person's half-typed line safe.
 """
 
 from __future__ import annotations
