@@ -65,6 +65,7 @@ def test_turn_marks_follow_the_hooks_and_only_in_tmux(tmp_path: Path) -> None:
     assert turns.record("PostToolUse", False, env) is None and turns.state(where, key) == "idle"
     assert turns.record("UserPromptSubmit", False, env) == "turn"
     assert turns.record("Stop", False, {"HOME": str(tmp_path)}) is None  # outside tmux: no mark
+    assert turns.record("Stop", False, {**env, "HOME": "/proc/no-such-home"}) is None  # cannot write: no mark, no error
     for bad in ({"TMUX": "x", "TMUX_PANE": "%1"}, {"TMUX": "/s,12,0", "TMUX_PANE": "1"},
                 {"TMUX": "/s,a,0", "TMUX_PANE": "%1"}):
         assert turns.pane_key(bad) is None, bad

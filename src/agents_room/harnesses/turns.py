@@ -57,7 +57,10 @@ def record(event: str, blocked: bool, env: Mapping[str, str] | None = None) -> s
     key, where = pane_key(env), folder(env)
     if key is None or where is None:
         return None
-    mark(where, key, state)
+    try:
+        mark(where, key, state)
+    except OSError:  # a HOME we cannot write: no mark (the lever then never types), the hook's answer kept
+        return None
     return state
 
 
