@@ -169,6 +169,14 @@ def test_the_lever_is_chosen_from_the_harness_process_and_can_be_turned_off(pane
         assert lever_name(own, None) is None  # no pane anywhere
         assert TerminalLever.from_env({**own, PROMPT_ENV: "mail for\n{session_id}"}, child.pid).prompt == \
             "mail for {session_id}"
+        # the harness quits: its pane is a shell again, never typed into (marked idle, line empty)
+        lever = TerminalLever.from_env(own, child.pid)
+        turns.mark(lever.folder, lever.pane.key, turns.IDLE)
+        wait(lambda: "\u203a" in tmux(env, "capture-pane", "-p"), "prompt")
+        assert lever.ready()
+        child.kill()
+        child.wait()
+        assert not lever.ready()
         assert lever_name({**own, "AGENTS_ROOM_WAKE_LEVER": "stop-hook"}, child.pid) == "stop-hook"  # its own first
     finally:
         for p in (child, off):

@@ -15,7 +15,9 @@ It types only into a pane that waits for its person, never over one:
 - the input line holds nothing the person typed: the pane's cursor row shows nothing left of
   the cursor after the prompt glyph, and right of it nothing but the harness's placeholder
   (faint text, or a placeholder it is known to show);
-- the pane is not in a mode (copy mode, a chooser) and its process is running.
+- the pane is not in a mode (copy mode, a chooser) and its process is running, and the
+  harness process is still the one that started (after its person quit, the pane is their
+  shell: Codex's server outlives its TUI in the app-server daemon).
 
 When it is not, no signal is emitted: the delivery stays ``stored`` and unannounced, so the
 harness's own hooks tell it in the turn that is running (or in the person's next one), and
@@ -108,6 +110,17 @@ def find_pane(env: Mapping[str, str], harness_pid: int | None) -> Pane | None:
     return pane
 
 
+def started_at(pid: int, proc: str = "/proc") -> str | None:
+    """A process's start time (clock ticks since boot): a pid is reused, the pair is not. None
+    when it is gone or a zombie."""
+    try:
+        with open(f"{proc}/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else fields[19]
+
+
 @dataclass(frozen=True)
 class Cell:
     text: str
@@ -175,6 +188,9 @@ class TerminalLever:
     pane: Pane
     folder: str
     prompt: str = DEFAULT_PROMPT
+    # The harness process and its start time: once it is gone the pane is its person's shell
+    # again (Codex's server, a child of the app-server daemon, outlives its TUI), never typed into.
+    harness: tuple[int, str] | None = None
     name: str = TERMINAL
     tmux: str = field(default_factory=lambda: shutil.which("tmux") or "tmux")
 
@@ -186,7 +202,8 @@ class TerminalLever:
             return None
         theirs = process_env(harness_pid) if harness_pid else {}
         prompt = (env.get(PROMPT_ENV) or theirs.get(PROMPT_ENV) or DEFAULT_PROMPT).replace("\n", " ").strip()
-        return cls(pane, where, prompt or DEFAULT_PROMPT)
+        started = started_at(harness_pid) if harness_pid else None
+        return cls(pane, where, prompt or DEFAULT_PROMPT, (harness_pid, started) if harness_pid and started else None)
 
     def _run(self, *args: str) -> str | None:
         try:
@@ -213,6 +230,8 @@ class TerminalLever:
         """Is the pane waiting for its person, with nothing typed? (See the module's doc.)"""
         if turns.state(self.folder, self.pane.key) != turns.IDLE:
             return False
+        if self.harness is not None and started_at(self.harness[0]) != self.harness[1]:
+            return False  # the harness exited: its pane is someone's shell now
         found = self._cursor_row()
         return found is not None and line_is_empty(*found)
 
