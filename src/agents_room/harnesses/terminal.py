@@ -56,9 +56,10 @@ PROMPT_GLYPHS = frozenset("›>❯*│┃|")
 # Placeholders a harness shows in an empty input line without fading them (Gemini CLI's, under
 # NO_COLOR); a faint one (Codex's rotating suggestions) is known by its style.
 PLACEHOLDERS = ("Type your message or @path/to/file",)
-# How long the lever waits for its typed text to show, and for the Enter to take it.
-SHOW_S = 3.0
-TAKE_S = 3.0
+# How long the lever waits for its typed text to show, and for the Enter to take it: generous,
+# a loaded machine may take seconds to redraw a TUI (the watcher's thread is all that waits).
+SHOW_S = 10.0
+TAKE_S = 5.0
 
 
 @dataclass(frozen=True)
