@@ -27,14 +27,17 @@ from agents_room.harnesses.terminal import (
 from agents_room.harnesses.wake import TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
 
-# A stand-in input line: "› " and the typed text; each submitted line appended to argv[1].
+# A stand-in input line: "› " and the typed text; each submitted line appended to argv[1], and
+# the pane's turn mark (argv[2]) set to "turn", as a harness's start-of-turn hook does.
 READER = r"""
 import sys
-log = sys.argv[1]
+log, mark = sys.argv[1], sys.argv[2]
 while True:
     line = input("\u203a ")
     with open(log, "a") as f:
         f.write(line + "\n")
+    with open(mark, "w") as f:
+        f.write("turn")
 """
 DEADLINE_S = 30.0
 
@@ -80,12 +83,15 @@ def pane(tmp_path: Path):
     reader = tmp_path / "reader.py"
     reader.write_text(READER)
     subprocess.run(["tmux", "-S", str(socket), "-f", "/dev/null", "new-session", "-d", "-x", "120", "-y", "20",
-                    sys.executable, str(reader), str(log)], check=True, timeout=30)
+                    "cat"], check=True, timeout=30)
     server = int(subprocess.run(["tmux", "-S", str(socket), "display-message", "-p", "#{pid}"], capture_output=True,
                                 text=True, check=True, timeout=30).stdout)
     pane_id = subprocess.run(["tmux", "-S", str(socket), "display-message", "-p", "#{pane_id}"], capture_output=True,
                              text=True, check=True, timeout=30).stdout.strip()
     env = {"HOME": str(tmp_path), "TMUX": f"{socket},{server},0", "TMUX_PANE": pane_id}
+    marks = Path(turns.folder(env)) / turns.pane_key(env)
+    subprocess.run(["tmux", "-S", str(socket), "respawn-pane", "-k", "-t", pane_id, sys.executable, str(reader),
+                    str(log), str(marks)], check=True, timeout=30)
     try:
         yield env, log
     finally:
@@ -146,7 +152,7 @@ def test_the_lever_types_only_into_an_idle_pane_with_an_empty_line(pane, tmp_pat
         wait(lambda: log.exists() and log.read_text(), "the submitted prompt")
         assert log.read_text().splitlines() == [lever.prompt.replace("{session_id}", sid)]
         assert PROMPT_HEAD in log.read_text() and sid in log.read_text()
-        # the woken turn is ours until the harness's hooks say it ended: no second prompt
+        # the harness's start-of-turn mark confirmed it; until its end no second prompt
         assert turns.state(lever.folder, lever.pane.key) == turns.TURN
         second = store.msg_send(peer.session_id, sid, "more news", "body").message_id
         assert deliver(store, lever, session_id=sid) == [] and state(second) == "stored"

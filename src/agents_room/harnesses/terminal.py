@@ -21,8 +21,9 @@ It types only into a pane that waits for its person, never over one:
 
 When it is not, no signal is emitted: the delivery stays ``stored`` and unannounced, so the
 harness's own hooks tell it in the turn that is running (or in the person's next one), and
-the watcher looks again every few seconds. A prompt that went in is ``accepted`` (the pane's
-line emptied: the harness took it); one that did not show or did not go stays ``offered``.
+the watcher looks again every few seconds. A prompt that went in is ``accepted`` (the harness's
+start-of-turn hook marked the pane: it took it); one that did not show or did not go stays
+``offered``.
 
 Off per session: ``AGENTS_ROOM_TERMINAL_WAKE=off`` in the harness's environment. The prompt:
 ``AGENTS_ROOM_TERMINAL_PROMPT`` (``{session_id}`` in it becomes the session's id). GNU screen
@@ -237,32 +238,38 @@ class TerminalLever:
         return found is not None and line_is_empty(*found)
 
     def signal(self, session: Session, deliveries: list[Pending]) -> bool | None:
-        """Type the prompt and submit it. True once the pane's line gave it up (the harness
-        took it); None when it was typed but not seen to go; False when it never showed."""
-        turns.mark(self.folder, self.pane.key, turns.TURN)  # ours now: no second prompt on the next look
+        """Type the prompt and submit it. True once the harness's start-of-turn hook marked the
+        pane (it took the prompt); None when it was typed but no turn was seen to start; False
+        when it never showed."""
+        turns.mark(self.folder, self.pane.key, turns.WOKEN)  # not idle: no second prompt on the next look
         text = self.prompt.replace("{session_id}", session.id)
         if self._run("send-keys", "-t", self.pane.pane, "-l", "--", text) is None:
             turns.mark(self.folder, self.pane.key, turns.IDLE)
             return False
         tail = text[-12:].strip()
-        if not self._wait(lambda row, x: _left(row, x).endswith(tail), SHOW_S):
+
+        def shown() -> bool:
+            found = self._cursor_row()
+            return found is not None and _left(*found).endswith(tail)
+
+        if not _wait(shown, SHOW_S):
             return False
-        for _ in range(2):  # a second Enter where the first landed in a paste window
+        for _ in range(2):  # a second Enter where the first landed in a paste window (a newline)
             self._run("send-keys", "-t", self.pane.pane, "Enter")
-            if self._wait(lambda row, x: not _left(row, x).endswith(tail), TAKE_S):
+            if _wait(lambda: turns.state(self.folder, self.pane.key) != turns.WOKEN, TAKE_S):
                 return True
         return None
 
-    def _wait(self, test, within_s: float) -> bool:
-        """Poll the pane's cursor row until ``test(row, cursor_x)`` holds (at most ``within_s``)."""
-        deadline = time.monotonic() + within_s
-        while True:
-            found = self._cursor_row()
-            if found is not None and test(*found):
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+
+def _wait(test, within_s: float) -> bool:
+    """Poll ``test`` until it holds (at most ``within_s``)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if test():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def _left(row: str, cursor_x: int) -> str:

@@ -4,8 +4,9 @@ person, and the harness's own hooks are what know that.
 
 A hook of a turn's start (Codex's ``UserPromptSubmit``, Gemini CLI's ``BeforeAgent``) marks the
 pane ``turn``; a hook of its end (``Stop``, ``AfterAgent``) that let the turn end (it did not
-block it to go on with news) marks it ``idle``. The lever marks it ``turn`` itself when it
-submits a prompt, so a second look before the harness's own hook runs does not type again.
+block it to go on with news) marks it ``idle``. The lever marks it ``woken`` when it types a
+prompt: not idle, so a second look cannot type again; and the harness's own start-of-turn hook
+turning it into ``turn`` is the sign that the harness took the prompt.
 
 The mark is a small file per pane, named by the tmux server's pid and the pane's number
 (``TMUX``, ``TMUX_PANE``: tmux sets both for what runs in a pane, and a harness passes them to
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 START_EVENTS = frozenset({"UserPromptSubmit", "BeforeAgent"})
 END_EVENTS = frozenset({"Stop", "AfterAgent"})
-IDLE, TURN = "idle", "turn"
+IDLE, TURN, WOKEN = "idle", "turn", "woken"
 
 
 def pane_key(env: Mapping[str, str]) -> str | None:
@@ -75,11 +76,11 @@ def mark(where: str, key: str, state: str) -> None:
 
 
 def state(where: str, key: str) -> str | None:
-    """The pane's last mark: ``idle``, ``turn``, or None when no hook of a harness in it has
-    run yet (nothing is known: the lever does not type)."""
+    """The pane's last mark: ``idle``, ``turn``, ``woken``, or None when no hook of a harness in
+    it has run yet (nothing is known: the lever does not type)."""
     try:
         with open(os.path.join(where, key)) as f:
             found = f.read().strip()
     except OSError:
         return None
-    return found if found in (IDLE, TURN) else None
+    return found if found in (IDLE, TURN, WOKEN) else None
