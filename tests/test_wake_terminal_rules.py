@@ -24,7 +24,7 @@ from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
     OFF_ENV, PROMPT_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
 )
-from agents_room.harnesses.wake import TERMINAL, Watcher, deliver, lever_name
+from agents_room.harnesses.wake import BUSY_LOOK_S, TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
 
 # A stand-in input line: "› " and the typed text; each submitted line appended to argv[1], and
@@ -266,3 +266,30 @@ def test_the_installed_hook_marks_the_pane_and_not_an_end_of_turn_it_kept_going(
         assert turns.state(where, key) == turns.IDLE
         assert hook(event(harness_key, "Stop"), env={"HOME": str(tmp_path)}).returncode == 0  # outside tmux
         assert sorted(os.listdir(where)) == [key]
+
+
+def test_while_the_lever_waits_for_its_pane_the_watcher_looks_again_soon(pane, tmp_path: Path) -> None:
+    # Mail came while a turn ran; the turn's end writes nothing to the store, so only the
+    # watcher's own look finds the pane idle: after BUSY_LOOK_S, not the retry look's 5 s.
+    env, log = pane
+    wait(lambda: "\u203a" in tmux(env, "capture-pane", "-p"), "prompt")
+    lever = TerminalLever.from_env(env, None)
+    with Store.open(tmp_path / "room.db") as store:
+        sid = store.room_join(cwd=str(tmp_path), pid=None, label="agent", autonomy="wake",
+                              wake_lever=TERMINAL).session_id
+        peer = store.room_join(cwd=str(tmp_path), pid=None, label="peer").session_id
+        turns.mark(lever.folder, lever.pane.key, turns.TURN)
+        store.msg_send(peer, sid, "news", "body")
+        watcher = Watcher(store, lever, lambda: sid)
+        waiter = store.mail_waiter(0.0)
+        try:
+            look = watcher.step(waiter, float("-inf"), 1000.0)
+            assert lever.waiting and not log.exists()
+            assert watcher.step(waiter, look, look + BUSY_LOOK_S / 2) == look  # not yet
+            turns.mark(lever.folder, lever.pane.key, turns.IDLE)  # the turn ended
+            assert watcher.wait_s(waiter, look, look + BUSY_LOOK_S / 2) <= BUSY_LOOK_S / 2
+            assert watcher.step(waiter, look, look + BUSY_LOOK_S) == look + BUSY_LOOK_S
+            wait(lambda: log.exists() and sid in log.read_text(), "the typed prompt")
+            assert not lever.waiting
+        finally:
+            waiter.close()

@@ -21,9 +21,10 @@ It types only into a pane that waits for its person, never over one:
 
 When it is not, no signal is emitted: the delivery stays ``stored`` and unannounced, so the
 harness's own hooks tell it in the turn that is running (or in the person's next one), and
-the watcher looks again every few seconds. A prompt that went in is ``accepted`` (the harness's
-start-of-turn hook marked the pane: it took it); one that did not show or did not go stays
-``offered``.
+the watcher looks again every half second while that mail waits (two short tmux commands a
+look, only while the pane is idle with a line typed). A prompt that went in is ``accepted``
+(the harness's start-of-turn hook marked the pane: it took it); one that did not show or did
+not go stays ``offered``.
 
 Off per session: ``AGENTS_ROOM_TERMINAL_WAKE=off`` in the harness's environment. The prompt:
 ``AGENTS_ROOM_TERMINAL_PROMPT`` (``{session_id}`` in it becomes the session's id). GNU screen
@@ -195,6 +196,8 @@ class TerminalLever:
     harness: tuple[int, str] | None = None
     name: str = TERMINAL
     tmux: str = field(default_factory=lambda: shutil.which("tmux") or "tmux")
+    # It declined due mail at its last look (the watcher then looks again soon: wake.BUSY_LOOK_S).
+    waiting: bool = field(default=False, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], harness_pid: int | None) -> TerminalLever | None:
@@ -229,13 +232,21 @@ class TerminalLever:
         return None if row is None else (row.rstrip("\n"), int(x))
 
     def ready(self) -> bool:
-        """Is the pane waiting for its person, with nothing typed? (See the module's doc.)"""
-        if turns.state(self.folder, self.pane.key) != turns.IDLE:
+        """Is the pane waiting for its person, with nothing typed? (See the module's doc.) A
+        no that may soon turn (a turn running, a line typed) sets ``waiting``; one that will
+        not by itself (no mark, our own prompt unconfirmed, the harness gone) does not."""
+        self.waiting = False
+        mark = turns.state(self.folder, self.pane.key)
+        if mark != turns.IDLE:
+            self.waiting = mark == turns.TURN
             return False
         if self.harness is not None and started_at(self.harness[0]) != self.harness[1]:
             return False  # the harness exited: its pane is someone's shell now
         found = self._cursor_row()
-        return found is not None and line_is_empty(*found)
+        if found is None:
+            return False
+        self.waiting = not line_is_empty(*found)
+        return not self.waiting
 
     def signal(self, session: Session, deliveries: list[Pending]) -> bool | None:
         """Type the prompt and submit it. True once the harness's start-of-turn hook marked the

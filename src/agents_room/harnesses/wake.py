@@ -186,6 +186,10 @@ POLL_S = 0.3
 RETRY_LOOK_S = 5.0
 # The longest a watcher blocks in one wait: how soon it notices it should stop.
 WAIT_CHUNK_S = 1.0
+# While its lever declined to signal due mail (``lever.waiting``: the terminal lever's pane was
+# busy), the watcher looks again this often: a pane is idle again the moment its person's or
+# its harness's turn ends, and the mail should not wait for the retry look.
+BUSY_LOOK_S = 0.5
 
 
 class Watcher:
@@ -220,6 +224,8 @@ class Watcher:
         left = max(0.0, RETRY_LOOK_S - (now - last_look))
         if waiter.pushed and self.session_id is None:
             left = min(left, self.poll_s)
+        if getattr(self.lever, "waiting", False):
+            left = min(left, max(0.0, BUSY_LOOK_S - (now - last_look)))
         return min(left, WAIT_CHUNK_S)
 
     def step(self, waiter: MailWaiter, last_look: float, now: float | None = None, wait_s: float = 0.0) -> float:
@@ -227,10 +233,14 @@ class Watcher:
         may be due, or the session is still to be found; returns the time of the last look."""
         told = waiter.wait(wait_s)
         now = time.monotonic() if now is None else now
-        if not told and now - last_look < RETRY_LOOK_S and not (waiter.pushed and self.session_id is None):
+        busy_look = getattr(self.lever, "waiting", False) and now - last_look >= BUSY_LOOK_S
+        if (not told and now - last_look < RETRY_LOOK_S and not busy_look
+                and not (waiter.pushed and self.session_id is None)):
             return last_look
         self.session_id = self.find()
         waiter.watch(self.session_id)
+        if hasattr(self.lever, "waiting"):
+            self.lever.waiting = False  # set again by the lever if it declines in this look
         if self.session_id is not None:
             deliver(self.store, self.lever, session_id=self.session_id, retry_s=self.retry_s)
         return now
