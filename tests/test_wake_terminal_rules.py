@@ -22,7 +22,7 @@ import pytest
 from agents_room import cli
 from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
-    OFF_ENV, PROMPT_ENV, PROMPT_HEAD, Pane, TerminalLever, find_pane, line_is_empty,
+    OFF_ENV, PROMPT_ENV, PROMPT_HEAD, SUBMIT_GRACE_S, Pane, TerminalLever, find_pane, line_is_empty,
 )
 from agents_room.harnesses.wake import BUSY_LOOK_S, TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
@@ -143,9 +143,13 @@ def test_the_lever_types_only_into_an_idle_pane_with_an_empty_line(pane, tmp_pat
         wait(lambda: "half typed" in tmux(env, "capture-pane", "-p"), "the half-typed line")
         assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
         assert tmux(env, "capture-pane", "-p").count("half typed") == 1 and not log.exists()
-        # the person clears the line: the prompt is typed, submitted once, accepted
+        # the person clears the line: an empty line right after a typed one was most likely
+        # submitted (the harness's start hook is about to run): nothing yet; once the grace
+        # has passed, the prompt is typed, submitted once, accepted
         tmux(env, "send-keys", "-t", env["TMUX_PANE"], "C-u")
         wait(lambda: "half typed" not in tmux(env, "capture-pane", "-p"), "the cleared line")
+        assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored" and lever.waiting
+        lever.typed_seen -= SUBMIT_GRACE_S  # (the grace, passed)
         signals = deliver(store, lever, session_id=sid)
         assert [(s.message_ids, s.accepted) for s in signals] == [([first], True)]
         assert state(first) == "accepted"

@@ -22,7 +22,10 @@ It types only into a pane that waits for its person, never over one:
 When it is not, no signal is emitted: the delivery stays ``stored`` and unannounced, so the
 harness's own hooks tell it in the turn that is running (or in the person's next one), and
 the watcher looks again every half second while that mail waits (two short tmux commands a
-look, only while the pane is idle with a line typed). A prompt that went in is ``accepted``
+look, only while the pane is idle with a line typed). A line it saw typed and then empty was
+most likely submitted, the harness's start-of-turn hook about to mark the pane: it waits
+``SUBMIT_GRACE_S`` after it last saw the line typed before it takes it for one the person
+cleared. A prompt that went in is ``accepted``
 (the harness's start-of-turn hook marked the pane: it took it); one that did not show or did
 not go stays ``offered``.
 
@@ -62,6 +65,10 @@ PLACEHOLDERS = ("Type your message or @path/to/file",)
 # a loaded machine may take seconds to redraw a TUI (the watcher's thread is all that waits).
 SHOW_S = 10.0
 TAKE_S = 5.0
+# A line the lever saw typed and then empty was most likely submitted: the harness's
+# start-of-turn hook is about to mark the pane. The lever waits this long after it last saw
+# the line typed before it takes the empty line for one the person cleared.
+SUBMIT_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -198,6 +205,8 @@ class TerminalLever:
     tmux: str = field(default_factory=lambda: shutil.which("tmux") or "tmux")
     # It declined due mail at its last look (the watcher then looks again soon: wake.BUSY_LOOK_S).
     waiting: bool = field(default=False, compare=False)
+    # When it last saw the person's line typed (monotonic), since the pane was last marked idle.
+    typed_seen: float | None = field(default=None, compare=False)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], harness_pid: int | None) -> TerminalLever | None:
@@ -238,6 +247,7 @@ class TerminalLever:
         self.waiting = False
         mark = turns.state(self.folder, self.pane.key)
         if mark != turns.IDLE:
+            self.typed_seen = None  # a turn started: what was typed went with it
             self.waiting = mark == turns.TURN
             return False
         if self.harness is not None and started_at(self.harness[0]) != self.harness[1]:
@@ -245,8 +255,15 @@ class TerminalLever:
         found = self._cursor_row()
         if found is None:
             return False
-        self.waiting = not line_is_empty(*found)
-        return not self.waiting
+        if not line_is_empty(*found):
+            self.typed_seen = time.monotonic()
+            self.waiting = True
+            return False
+        if self.typed_seen is not None and time.monotonic() - self.typed_seen < SUBMIT_GRACE_S:
+            self.waiting = True  # just submitted, most likely: the harness's turn is starting
+            return False
+        self.typed_seen = None
+        return True
 
     def signal(self, session: Session, deliveries: list[Pending]) -> bool | None:
         """Type the prompt and submit it. True once the harness's start-of-turn hook marked the
