@@ -35,7 +35,8 @@ from sim.harness.script import Request, Say, ToolCall
 
 pytestmark = pytest.mark.slow
 # How long a busy pane is watched for a wake that must not be typed: longer than the watcher's
-# look at retries (RETRY_LOOK_S), so a lever that ignored the busy pane would have typed.
+# look at retries (RETRY_LOOK_S; it looks every BUSY_LOOK_S while the pane is busy), so a lever
+# that ignored the busy pane would have typed.
 QUIET_S = RETRY_LOOK_S + 3.0
 
 
