@@ -22,7 +22,7 @@ import pytest
 from agents_room import cli
 from agents_room.harnesses import turns
 from agents_room.harnesses.terminal import (
-    OFF_ENV, PROMPT_ENV, PROMPT_HEAD, SUBMIT_GRACE_S, Pane, TerminalLever, find_pane, line_is_empty,
+    OFF_ENV, PROMPT_ENV, PROMPT_HEAD, REDRAW_S, SUBMIT_GRACE_S, Pane, TerminalLever, find_pane, line_is_empty,
 )
 from agents_room.harnesses.wake import BUSY_LOOK_S, TERMINAL, Watcher, deliver, lever_name
 from agents_room.store import Store
@@ -142,6 +142,11 @@ def test_the_lever_types_only_into_an_idle_pane_with_an_empty_line(pane, tmp_pat
         tmux(env, "send-keys", "-t", env["TMUX_PANE"], "-l", "half typed")
         wait(lambda: "half typed" in tmux(env, "capture-pane", "-p"), "the half-typed line")
         assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
+        assert lever.typed_seen is None  # (this soon after the idle mark it may be the TUI's redraw)
+        marked = Path(lever.folder) / lever.pane.key
+        os.utime(marked, (time.time() - 2 * REDRAW_S, time.time() - 2 * REDRAW_S))
+        assert deliver(store, lever, session_id=sid) == [] and state(first) == "stored"
+        assert lever.typed_seen is not None
         assert tmux(env, "capture-pane", "-p").count("half typed") == 1 and not log.exists()
         # the person clears the line: an empty line right after a typed one was most likely
         # submitted (the harness's start hook is about to run): nothing yet; once the grace

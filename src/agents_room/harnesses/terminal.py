@@ -69,6 +69,10 @@ TAKE_S = 5.0
 # start-of-turn hook is about to mark the pane. The lever waits this long after it last saw
 # the line typed before it takes the empty line for one the person cleared.
 SUBMIT_GRACE_S = 5.0
+# Right after the end of a turn a TUI is still redrawing (Gemini CLI's input row shows other
+# text for a moment): a line seen typed this soon after the idle mark is not taken for the
+# person's (it still stops the lever, but starts no grace).
+REDRAW_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -256,7 +260,9 @@ class TerminalLever:
         if found is None:
             return False
         if not line_is_empty(*found):
-            self.typed_seen = time.monotonic()
+            since_idle = turns.age(self.folder, self.pane.key)
+            if since_idle is None or since_idle >= REDRAW_S:
+                self.typed_seen = time.monotonic()
             self.waiting = True
             return False
         if self.typed_seen is not None and time.monotonic() - self.typed_seen < SUBMIT_GRACE_S:

@@ -84,3 +84,13 @@ def state(where: str, key: str) -> str | None:
     except OSError:
         return None
     return found if found in (IDLE, TURN, WOKEN) else None
+
+
+def age(where: str, key: str) -> float | None:
+    """Seconds since the pane's mark was written; None without one."""
+    import time
+
+    try:
+        return max(0.0, time.time() - os.stat(os.path.join(where, key)).st_mtime)
+    except OSError:
+        return None
