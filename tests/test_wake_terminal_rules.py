@@ -30,14 +30,15 @@ from agents_room.store import Store
 # A stand-in input line: "› " and the typed text; each submitted line appended to argv[1], and
 # the pane's turn mark (argv[2]) set to "turn", as a harness's start-of-turn hook does.
 READER = r"""
-import sys
+import os, sys
 log, mark = sys.argv[1], sys.argv[2]
 while True:
     line = input("\u203a ")
+    with open(mark + ".tmp", "w") as f:
+        f.write("turn")
+    os.replace(mark + ".tmp", mark)
     with open(log, "a") as f:
         f.write(line + "\n")
-    with open(mark, "w") as f:
-        f.write("turn")
 """
 DEADLINE_S = 30.0
 
