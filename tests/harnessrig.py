@@ -87,9 +87,10 @@ class Rig:
         self.turns.append(turn)
         return turn
 
-    def terminal(self, launch: Launch, *, extra: list[str] = (), env: dict[str, str] | None = None) -> Terminal:
+    def terminal(self, launch: Launch, *, extra: list[str] = (), env: dict[str, str] | None = None,
+                 multiplexed: bool = False) -> Terminal:
         term = Terminal.start(launch.name, [*launch.session_argv(), *extra], cwd=launch.project,
-                              env={**launch.env, "TERM": "xterm-256color", **(env or {})})
+                              env={**launch.env, "TERM": "xterm-256color", **(env or {})}, multiplexed=multiplexed)
         self.terminals.append(term)
         return term
 

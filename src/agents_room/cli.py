@@ -101,9 +101,10 @@ def serve(args: argparse.Namespace) -> int:
     from .harnesses import wake
 
     who = identity.for_http() if address else identity.for_stdio()
-    # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
+    # A stdio server is its agent's wake lever (channel, command, the Stop hook beside it, or the
+    # terminal pane its harness runs in):
     # recorded at room_join so messages to it at autonomy `wake` start stored, not undeliverable.
-    lever = None if address else wake.lever_name(os.environ)
+    lever = None if address else wake.lever_name(os.environ, who.pid)
     # One agent per stdio server: its tool calls run on the event loop (no thread hop).
     server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
     try:
@@ -118,7 +119,8 @@ def serve(args: argparse.Namespace) -> int:
 
             anyio.run(channel.serve_stdio, server)
         else:
-            watcher = wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND else None
+            watcher = (wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND
+                       else wake.terminal_watcher(store, who, os.environ) if lever == wake.TERMINAL else None)
             server.run("stdio")
             if watcher:
                 watcher.stop()
@@ -217,9 +219,9 @@ def who(args: argparse.Namespace) -> int:
         print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
               "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
-    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
-              _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+              m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
     print(_table(rows))
     if any(m.host != store.host for m in members):
         from .store.hosts import ALIVE_WITHIN_S
@@ -240,8 +242,9 @@ def add_who(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "who", help="list sessions with their liveness",
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
-        "gone (it is not), unknown (no process recorded). A session of another host (its HOST column) is judged "
-        "from the store, never from this host's processes: alive after a recent call, gone once its own host "
+        "gone (it is not), unknown (no process recorded); and each one's wake lever, how it is woken at "
+        "autonomy wake (claude-channel, stop-hook, command, terminal; - for none). A session of another host "
+        "(its HOST column) is judged from the store, never from this host's processes: alive after a recent call, gone once its own host "
         "proved it, else unknown.",
     )
     p.add_argument("--room", type=not_empty, help="only this room's members")

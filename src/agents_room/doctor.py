@@ -43,10 +43,13 @@ def run(args: argparse.Namespace) -> int:
         # Counted by the liveness `who` shows, so both say one word for one fact: a session
         # that has not left but whose agent is gone is "gone" here too.
         by_host: dict[str, dict[str, int]] = {}
+        levers: dict[str, int] = {}  # how the live sessions are woken at `wake` ("none": they are not)
         for m in store.room_who():
             counts = by_host.setdefault(m.host or "", {})
             counts[m.liveness] = counts.get(m.liveness, 0) + 1
+            levers[m.wake_lever or "none"] = levers.get(m.wake_lever or "none", 0) + 1
         health["liveness_by_host"] = by_host
+        health["wake_levers"] = levers
     health["origin"] = where.origin
     health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
                               for f in others]
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
             f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
             + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
             for h, counts in health["liveness_by_host"].items()) or "none"))
+        print(f"{'wake levers:':16}" + (", ".join(
+            f"{n} {lever}" for lever, n in sorted(health["wake_levers"].items())) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
         print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
