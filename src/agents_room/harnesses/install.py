@@ -128,12 +128,11 @@ def executable(given: str | None, *, by_name: bool = True) -> str:
 def hook_command() -> str:
     """The hook command for the harness's shell: this installation's interpreter, without
     ``site``, on its hook entry (agents_room/hook_entry.py says why), so each hook event costs little more
-    than the interpreter's bare start. It does the same as ``agents-room hook``. The entry stays
-    at ``agents_room/hook_entry.py``, the path earlier installs wrote into users' settings."""
-    import shlex
+    than the interpreter's bare start. It does the same as ``agents-room hook``. The lines each
+    harness module writes around it: :mod:`.hook_line`."""
+    from .hook_line import lean
 
-    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hook_entry.py")
-    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)}"
+    return lean()
 
 
 def report(changes: list[Change], *, dry_run: bool) -> None:
