@@ -21,6 +21,7 @@ line checks (``/proc/<pid>``); a server that stops removes its own.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -130,6 +131,9 @@ class Keeper:
                 if told or time.monotonic() - last >= LOOK_S:
                     last = time.monotonic()
                     self.look()
+            except sqlite3.ProgrammingError:  # the server closed its store: it is stopping
+                self.remove()
+                break
             except Exception as exc:  # noqa: BLE001 (the marker goes; the hooks run Python meanwhile)
                 self.remove()
                 print(f"agents-room: quiet marker: {exc}".splitlines()[0], file=sys.stderr)
