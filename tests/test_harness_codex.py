@@ -175,7 +175,7 @@ def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
     assert set(hooks) == mine | {f"{path}:stop:0:0"}
     for key in mine:
         hook = hooks[key]
-        assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("export AGENTS_ROOM_DB='~/room.db'; ")
         assert (hook["enabled"], hook["trustStatus"]) == (True, "trusted"), hook
         assert hook["currentHash"] == trusted[key]["trusted_hash"]
     assert hooks[f"{path}:stop:0:0"]["trustStatus"] == "untrusted"  # the user's own: not install's to trust

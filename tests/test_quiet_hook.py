@@ -171,7 +171,11 @@ def test_mail_removes_its_recipients_markers_at_commit(tmp_path: Path) -> None:
         with pytest.raises(Exception, match="reply_to"):
             store.msg_send(peer, me, subject="refused", reply_to=999)
         assert sorted(p.name for p in quiet.iterdir()) == ["4242", "4343"]
-        store.msg_send(peer, me, subject="hello")
+        sent = store.msg_send(peer, me, subject="hello")
         assert [p.name for p in quiet.iterdir()] == ["4343"]
         store.msg_send(peer, other, subject="hello")
+        assert list(quiet.iterdir()) == []
+        # a wake offer is news too (a turn confirms it): its session's marker goes
+        (quiet / "4242").write_text("1\n\n")
+        assert store.wake_signalled(me, [sent.message_id], "stop-hook", None, 30.0) == [sent.message_id]
         assert list(quiet.iterdir()) == []

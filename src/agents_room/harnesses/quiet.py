@@ -6,10 +6,12 @@ The server is already beside its harness for the whole session, and is its harne
 as the hook's shell is: the marker is named by that pid (``quiet/<harness pid>`` beside the
 SQLite store, store/quiet.py) and holds this process's pid and the raw ``$AGENTS_ROOM_DB``
 it serves. A thread waits on the store's mail waiter (the newest event's seq, polled) and,
-when something changed, looks under the write lock: nothing for any session of this
-harness (its harness key, its pid and the three processes above it, as the hook looks) means
-the marker is written; news means it is removed. A sender removes its recipients' markers at
-commit (store/quiet.py), so mail is never hidden; the look here only puts the marker back.
+when something changed while the marker is missing, looks under the write lock: nothing for
+any session of this harness (its harness key, its pid and the three processes above it, as
+the hook looks) means the marker is written; news means it stays away. Whatever makes news
+for a session removes its marker at commit (a message to it, a wake offer: store/quiet.py),
+so news is never hidden, and the look here only puts the marker back once the hook has told
+it. While the marker is there, a busy store costs the keeper only its seq polls.
 
 Where the hook cannot trust a marker, none is written, and the hook runs Python as before:
 a store given by ``--db`` (the hook reads ``$AGENTS_ROOM_DB``), a PostgreSQL store, a value
@@ -128,7 +130,9 @@ class Keeper:
             try:
                 waiter = waiter or self.store.mail_waiter(self.poll_s)
                 told = waiter.wait(min(1.0, self.poll_s * 4))
-                if told or time.monotonic() - last >= LOOK_S:
+                # While the marker is there, nothing that makes news can have happened without
+                # removing it (store/quiet.py): only a missing marker is looked for again.
+                if (told and not os.path.exists(self.path)) or time.monotonic() - last >= LOOK_S:
                     last = time.monotonic()
                     self.look()
             except sqlite3.ProgrammingError:  # the server closed its store: it is stopping

@@ -9,11 +9,12 @@ marker never hide news from a hook that starts after ``msg_send`` returned:
 - :func:`hold` writes the marker only inside a write transaction that found no news for the
   sessions it covers: a sender's transaction commits either before it (the news is seen and
   no marker is written) or after it;
-- a sender's transaction, once committed, removes the markers of its recipients' harness
+- a transaction that makes news for a session (a message to it: store/messages.py; a wake
+  offer: store/wake.py), once committed, removes the markers of those sessions' harness
   processes (:func:`unlink`, the SQLite engine's answer to ``notify_mail``; PostgreSQL
   notifies its waiters instead, and keeps no marker).
 
-So a marker is present only while a look under the write lock found nothing and no mail has
+So a marker is present only while a look under the write lock found nothing and no news has
 committed since. Stdlib only.
 """
 
