@@ -17,12 +17,15 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from harnessrig import Rig, edit_hooks, rig  # noqa: F401 (the fixture)
 
 from agents_room.harnesses import hook_line
 from agents_room.harnesses.quiet import marker_path
 from agents_room.store import Store
+from sim.harness.script import Request, Say, Shell, ToolCall
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
 
@@ -179,3 +182,56 @@ def test_mail_removes_its_recipients_markers_at_commit(tmp_path: Path) -> None:
         (quiet / "4242").write_text("1\n\n")
         assert store.wake_signalled(me, [sent.message_id], "stop-hook", None, 30.0) == [sent.message_id]
         assert list(quiet.iterdir()) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("harness", ["claude-code", "codex", "gemini"])
+def test_in_each_real_harness_quiet_tool_calls_start_no_python(rig: Rig, harness: str) -> None:  # noqa: F811
+    """The real CLI: the model joins, waits for its server's marker, makes tool calls of its
+    shell (no Python starts for their hooks), then mail arrives before one more call: that
+    call's hook runs Python and the next request holds the message. The Python start of each
+    quiet-gated hook is counted through a wrapper that then runs the real hook entry."""
+    log = rig.root / f"{harness}-python-starts.log"
+    # (named as our hook entry, so the edited hooks stay ours: Codex's trust follows them)
+    wrapper = rig.root / f"{harness}-wrapper" / "agents_room" / "hook_entry.py"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f'#!/bin/sh\necho started >> {shlex.quote(str(log))}\nexec {hook_line.lean()} "$@"\n')
+    quiet_calls = 4
+    said: dict[str, Any] = {}
+
+    def policy(request: Request) -> object:
+        step = len(agent.requests)
+        if step == 1:
+            return [ToolCall("room_join", {"autonomy": "notify"})]
+        if step == 2:
+            said["session"] = request.result_of("room_join").data()["session_id"]
+            deadline = time.monotonic() + 60
+            while not list((rig.store.parent / "quiet").glob("*")):
+                assert time.monotonic() < deadline, "no quiet marker"
+                time.sleep(0.1)
+            said["starts"] = log.read_text().count("started") if log.exists() else 0
+        if 2 <= step < 2 + quiet_calls:
+            return [Shell(f"true {step}")]
+        if step == 2 + quiet_calls:
+            said["quiet_starts"] = (log.read_text().count("started") if log.exists() else 0) - said["starts"]
+            rig.peer_send(said["session"], "mail between two calls", "please look")
+            return [Shell("true news")]
+        return Say("done")
+
+    agent, launch = rig.agent(harness, f"quiet-{harness}", policy)
+    def counted(event: str, command: str) -> str:
+        if hook_line.QUIET_GATE not in command:
+            return command
+        # this machine's line runs the interpreter; a committed one (Gemini CLI's project) the launcher
+        return command.replace(f"exec {hook_line.lean()}", f"exec sh {wrapper}").replace(
+            f'set -- sh "$HOME/{hook_line.LAUNCHER}"', f"set -- sh {wrapper}")
+
+    assert edit_hooks(launch, counted)
+    turn = rig.turn(launch, "work on the task")
+    assert turn.wait(180) == 0, turn.output()
+    assert not agent.errors, agent.errors
+    assert said["quiet_starts"] == 0, f"{harness}: {said['quiet_starts']} Python starts on {quiet_calls - 1} quiet calls"
+    after = agent.requests[2 + quiet_calls]
+    assert "mail between two calls" in after.text(), after.text()[-600:]
+    # the news came through the counted start: the wrapper is in the path the quiet calls took
+    assert log.read_text().count("started") > said["starts"], "no counted Python start at all"

@@ -32,9 +32,11 @@ from collections.abc import Mapping
 from ..store import Store
 from ..store import quiet as rules
 
-# How often the seq is looked at (the mail waiter's poll), and a look for real at least this
-# often even when it did not move (an expiry moves nothing).
-POLL_S = 0.3
+# How often the seq is looked at (the mail waiter's poll): how soon after the hook told the
+# news the marker is back (until then the hooks run Python); not how soon news is seen, which
+# removes the marker itself. About 1 s of CPU an idle hour (docs/performance.md). And a look
+# for real at least this often even when the seq did not move.
+POLL_S = 1.0
 LOOK_S = 30.0
 # The processes above the harness a hook also looks at (agents_room/harnesses/hook.py's
 # ANCESTOR_DEPTH, counted from the hook's parent, the harness).
@@ -129,7 +131,7 @@ class Keeper:
         while not self._stop.is_set():
             try:
                 waiter = waiter or self.store.mail_waiter(self.poll_s)
-                told = waiter.wait(min(1.0, self.poll_s * 4))
+                told = waiter.wait(self.poll_s)
                 # While the marker is there, nothing that makes news can have happened without
                 # removing it (store/quiet.py): only a missing marker is looked for again.
                 if (told and not os.path.exists(self.path)) or time.monotonic() - last >= LOOK_S:
