@@ -25,6 +25,7 @@ from harnessrig import Rig, edit_hooks, rig  # noqa: F401 (the fixture)
 from agents_room.harnesses import hook_line
 from agents_room.harnesses.quiet import marker_path
 from agents_room.store import Store
+from agents_room.store.hosts import host_id
 from sim.harness.script import Request, Say, Shell, ToolCall
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
@@ -93,7 +94,7 @@ def agent(tmp_path: Path) -> Iterator[Agent]:
 
 def test_no_news_no_python_news_delivered_at_once(agent: Agent) -> None:
     agent.wait_marker()
-    assert agent.marker.read_text() == f"{agent.server.pid}\n{agent.db}\n"
+    assert agent.marker.read_text() == f"{agent.server.pid}\n{agent.db}\n{host_id()}\n"
     for event in ("PostToolUse", "UserPromptSubmit"):
         assert agent.hook(event) == (False, ""), event
     # the server cannot react (stopped): the sender's commit removed the marker itself, and
@@ -130,6 +131,8 @@ def test_every_case_the_marker_cannot_vouch_for_runs_python(agent: Agent, tmp_pa
     # another store in the hook's environment; the same one spelt otherwise; a server's URL
     for db in (str(other), f"{agent.folder}/./room.db", "postgresql://u@127.0.0.1:1/x"):
         assert agent.hook(AGENTS_ROOM_DB=db)[0], db
+    # another host (a container sharing the kernel and the store's folder, not the PID namespace)
+    assert agent.hook(AGENTS_ROOM_HOST_ID="another-host")[0]
     # a marker of this same text in the other store's folder vouches for nothing there
     (other.parent / "quiet").mkdir()
     (other.parent / "quiet" / str(os.getpid())).write_text(agent.marker.read_text())

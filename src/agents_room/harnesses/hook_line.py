@@ -38,14 +38,19 @@ LAUNCHER = ".agents-room/hook"
 # ``$AGENTS_ROOM_DB`` (unset or empty: the default file; ``~/``: under $HOME; an absolute
 # path; anything else, such as a URL, has no marker: on to Python), and in it
 # ``quiet/<the harness's pid>`` (the shell's parent is the harness, as the server's is). The
-# marker holds the serving process's pid and the raw ``$AGENTS_ROOM_DB`` it serves; the hook
-# exits only when that process lives and its store is this hook's. Builtins only: no process
-# is started. :mod:`.quiet` writes the marker and says why it never hides news.
+# marker holds the serving process's pid, the raw ``$AGENTS_ROOM_DB`` it serves and its host
+# id (store/hosts.py: ``$AGENTS_ROOM_HOST_ID``, else the machine id); the hook exits only when
+# that process lives, its store is this hook's and its host is this hook's (hosts that share
+# a kernel and the store's folder but not a PID namespace may share a harness pid). Builtins
+# only: no process is started. :mod:`.quiet` writes the marker and says why it never hides
+# news.
 QUIET_GATE = (
     'd="${AGENTS_ROOM_DB-}"; case "$d" in "") d="$HOME/.agents-room/room.db";; "~/"*) d="$HOME/${d#??}";; '
     '/*) ;; *) d=;; esac; '
-    'if [ -n "$d" ] && { read -r p && read -r s; } 2>/dev/null <"${d%/*}/quiet/$PPID" '
-    '&& [ "$s" = "${AGENTS_ROOM_DB-}" ] && [ -n "$p" ] && [ -d "/proc/$p" ]; then exit 0; fi; '
+    'if [ -n "$d" ] && { read -r p && read -r s && read -r h; } 2>/dev/null <"${d%/*}/quiet/$PPID" '
+    '&& [ "$s" = "${AGENTS_ROOM_DB-}" ] && [ -n "$p" ] && [ -d "/proc/$p" ] '
+    '&& { m="${AGENTS_ROOM_HOST_ID-}"; [ -n "$m" ] || read -r m 2>/dev/null </etc/machine-id; [ "$h" = "$m" ]; }; '
+    'then exit 0; fi; '
 )
 
 # A committed file's hook: the launcher, else agents-room on PATH, else nothing at all.

@@ -4,9 +4,10 @@ harness runs on every tool call and prompt exits in its shell when there is noth
 
 The server is already beside its harness for the whole session, and is its harness's child
 as the hook's shell is: the marker is named by that pid (``quiet/<harness pid>`` beside the
-SQLite store, store/quiet.py) and holds this process's pid and the raw ``$AGENTS_ROOM_DB``
-it serves. A thread waits on the store's mail waiter (the newest event's seq, polled) and,
-when something changed while the marker is missing, looks under the write lock: nothing for
+SQLite store, store/quiet.py) and holds this process's pid, the raw ``$AGENTS_ROOM_DB`` it
+serves and its host id. A thread waits on the store's mail waiter (the newest event's seq,
+polled) and, when something changed while the marker is missing, looks under the write lock:
+nothing for
 any session of this harness (its harness key, its pid and the three processes above it, as
 the hook looks) means the marker is written; news means it stays away. Whatever makes news
 for a session removes its marker at commit (a message to it, a wake offer: store/quiet.py),
@@ -83,10 +84,10 @@ def ancestors(pid: int, depth: int = ANCESTORS) -> list[int]:
 class Keeper:
     """The thread that keeps one marker (see the module's docstring)."""
 
-    def __init__(self, store: Store, path: str, raw: str, keys: list[str], pids: list[int], *,
+    def __init__(self, store: Store, path: str, raw: str, host: str, keys: list[str], pids: list[int], *,
                  poll_s: float = POLL_S) -> None:
         self.store, self.path, self.keys, self.pids, self.poll_s = store, path, keys, pids, poll_s
-        self.text = f"{os.getpid()}\n{raw}\n"
+        self.text = f"{os.getpid()}\n{raw}\n{host}\n"
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="quiet-marker", daemon=True)
 
@@ -161,5 +162,12 @@ def keeper(store: Store, identity: object, env: Mapping[str, str]) -> Keeper | N
     path = marker_path(env, str(db.path), pid)
     if path is None:
         return None
+    from ..store import StoreError
+    from ..store.hosts import host_id
+
+    try:
+        host = host_id(dict(env))
+    except StoreError:
+        return None
     key = getattr(identity, "harness_key", None)
-    return Keeper(store, path, env.get("AGENTS_ROOM_DB", ""), [key] if key else [], ancestors(pid)).start()
+    return Keeper(store, path, env.get("AGENTS_ROOM_DB", ""), host, [key] if key else [], ancestors(pid)).start()
