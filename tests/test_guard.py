@@ -96,7 +96,7 @@ def test_another_sessions_exclusive_lease_refuses_the_commit(room: Store, guarde
     err = refused(commit(guarded), guarded, before)
     line = next(x for x in err.splitlines() if x.strip().startswith("a.py:"))
     assert sid in line and "(alice)" in line and time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(lease.expires_at)) in line
-    assert "No agents-room session made this commit" in err and "--no-verify" in err  # a person: how to proceed
+    assert "No agents-room session made this commit" in err and "AGENTS_ROOM_GUARD=warn git" in err  # a person: how to proceed
 
 
 @pytest.mark.parametrize("case", ["own-key", "own-pid", "shared", "expired", "released", "other-repo"])

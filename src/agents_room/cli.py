@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, guard_install, person
+from . import __version__, doctor, guard_install, person
 from .harnesses import hook, install
 from .parser import Parser, not_empty, seconds
 
@@ -42,6 +42,21 @@ def open_store(args: argparse.Namespace, *, create: bool = True) -> Store:
     from .store import Store
 
     return Store.open(location(args), create=create)
+
+
+def open_existing(args: argparse.Namespace) -> Store | None:
+    """The store of a command that only looks; None, after saying so on standard output, where
+    there is none yet (no_room.py: not a failure, unless no store can ever be made there)."""
+    from . import no_room
+    from .store import Store
+    from .store.errors import NoStore
+
+    where = location(args)
+    try:
+        return Store.open(where, create=False)
+    except NoStore:
+        print(no_room.line(where))
+        return None
 
 
 def open_store_or_wait(args: argparse.Namespace, *, create: bool = True) -> Store:
@@ -188,7 +203,19 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def who(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    if args.json:  # standard output stays JSON: the words for no room yet go to standard error
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            found = open_existing(args)
+        if found is None:
+            _print_json([])
+            return 0
+    else:
+        found = open_existing(args)
+        if found is None:
+            return 0
+    with found as store:
         members = store.room_who(room=args.room)
     if args.json:
         import dataclasses  # here, not at the top: see location()
@@ -236,7 +263,10 @@ def add_who(subparsers: Subparsers) -> None:
 
 
 def prune(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    found = open_existing(args)
+    if found is None:
+        return 0
+    with found as store:
         removed = store.prune(args.quiet_s, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
@@ -258,65 +288,6 @@ def add_prune(subparsers: Subparsers) -> None:
     p.add_argument("--quiet-s", type=seconds, required=True, metavar="N", help="seconds without a tool call")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(run=prune)
-
-
-# -- doctor -----------------------------------------------------------------------------------
-
-
-def doctor(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from . import elsewhere  # here, not at the top: see location()
-    from .store import StoreError
-
-    where = location(args)
-    others = elsewhere.other_stores(where.target, Path.cwd(), Path.home())
-    try:
-        store = open_store(args, create=False)  # refuses a missing store, or a file that is not a healthy one
-    except StoreError as exc:
-        if others:  # the store the person expected may be one of these
-            raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
-        raise
-    with store:
-        health = store.health()
-        # Counted by the liveness `who` shows, so both say one word for one fact: a session
-        # that has not left but whose agent is gone is "gone" here too.
-        by_host: dict[str, dict[str, int]] = {}
-        for m in store.room_who():
-            counts = by_host.setdefault(m.host or "", {})
-            counts[m.liveness] = counts.get(m.liveness, 0) + 1
-        health["liveness_by_host"] = by_host
-    health["origin"] = where.origin
-    health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
-                              for f in others]
-    if args.json:
-        _print_json(health)
-    else:
-        print(f"{'path:':16}{health['path']} ({where.origin})")
-        for key, value in health["shown"]:  # what this engine has to say (store/engine.py)
-            print(f"{key + ':':16}{value}")
-        print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
-        print(f"{'this host:':16}{health['host']}")
-        print(f"{'sessions:':16}" + (", ".join(
-            f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
-            + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
-            for h, counts in health["liveness_by_host"].items()) or "none"))
-        lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
-                                                             "in the harness files install writes)"]
-        print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
-    return 0 if health["healthy"] else 1
-
-
-def add_doctor(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser(
-        "doctor", help="check the store file",
-        description="Open the store and report its path (and where that came from), journal mode, schema version, "
-        "quick_check, row counts and WAL size, and list other stores agents on this machine may be on: the default "
-        "location and every AGENTS_ROOM_DB in the harness files install writes (this folder's and your home's). "
-        "Exits non-zero, naming the file, if the store is missing or refused.",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(run=doctor)
 
 
 # -- copy -------------------------------------------------------------------------------------
@@ -349,7 +320,7 @@ def add_copy(subparsers: Subparsers) -> None:
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
 COMMANDS: list[Callable[[Subparsers], Any]] = [
-    add_serve, add_dashboard, add_who, add_prune, add_doctor, add_copy, hook.add_parser, install.add_parser,
+    add_serve, add_dashboard, add_who, add_prune, doctor.add_parser, add_copy, hook.add_parser, install.add_parser,
     person.add_send, person.add_inbox, guard_install.add_parser,
 ]
 

@@ -10,9 +10,10 @@ agents (nothing says which made it), is blocked by every exclusive lease, and to
 proceed.
 
 ``$AGENTS_ROOM_GUARD``: ``on`` (the default) refuses, ``warn`` reports and lets the commit
-through, ``off`` skips the check; ``git commit --no-verify`` is git's own way past any
-pre-commit hook. The guard never creates a store, and never refuses a commit for its own
-trouble (no store, a store it cannot read, no git): it says so in one line and allows it.
+through, ``off`` skips the check; ``git commit --no-verify`` skips this hook but not the
+reference-transaction hook installed beside it (guard_refs.py). The guard never creates a
+store, and never refuses a commit for its own trouble (no store, a store it cannot read, no
+git): it says so in one line and allows it.
 
 Every commit pays for it, so it starts as the mail hook does (guard_entry.py, without
 ``site``) and imports little: not ``subprocess`` (about as costly as the rest of the check;
@@ -236,8 +237,7 @@ def describe(blockers: list[Any], who: Any, top: str, *, refused: bool) -> list[
     else:
         lines.append("  No agents-room session made this commit (a person, or an agent that has not joined). To "
                      "proceed: ask the holder to release it (agents-room send SESSION SUBJECT), wait until the "
-                     "lease ends, leave those paths out, or commit anyway with: git commit --no-verify "
-                     f"(or {ENV}=warn)")
+                     f"lease ends, leave those paths out, or go ahead anyway with: {ENV}=warn git ...")
     return lines
 
 

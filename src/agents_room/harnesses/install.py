@@ -17,6 +17,8 @@ from ..parser import not_empty
 from .registry import HARNESSES
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .config_change import Change, Store
 
 
@@ -62,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
     module = harness(args.harness)
     scope = args.scope or module.SCOPE
     try:
+        check_store_location(getattr(args, "db", None))
         changes = plan(args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
                        Path(os.path.expanduser("~")), executable(args.command, by_name=module.by_name(scope)),
                        hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
         report(changes, dry_run=args.dry_run)
+        keep_out_of_git(changes, Path(args.dir or os.getcwd()).absolute(), dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"
         for note in module.notes(scope, dry_run=args.dry_run, on_path=on_path):
             print(note)
@@ -105,6 +109,72 @@ def store_setting(given: str | None) -> Store | None:
         return Store(f"~/{location.path.relative_to(Path.home())}", portable=True)
     except ValueError:
         return Store(location.target, portable=False)
+
+
+def check_store_location(given: str | None) -> None:
+    """Refuse, before anything is written, a store location where no store can ever be made on
+    this machine (a folder on the way that is a file, a folder nothing can be made in:
+    store/location.py, ``unusable``): the agent's server would fail to start there. A
+    location with no store yet is fine: the first join or ``agents-room send`` makes it."""
+    from ..store import StoreError
+    from ..store.location import resolve, unusable
+    from .config_change import InstallError
+
+    try:
+        location = resolve(given, source="--db") if given else resolve()
+    except StoreError as exc:
+        raise InstallError(exc.text) from None
+    problem = unusable(location)
+    if problem:
+        raise InstallError(f"no store can be made at {location} ({location.origin}): {problem}; nothing was written")
+
+
+def keep_out_of_git(changes: list[Change], root: Path, *, dry_run: bool) -> None:
+    """Keep each machine-only file install wrote inside the project (audience ``LOCAL``, e.g.
+    ``.claude/settings.local.json``: absolute paths of this installation) out of git, by a line
+    in the clone's ``.git/info/exclude`` (``git rev-parse --git-path``: a worktree's is its
+    main clone's). Not ``.gitignore``: that file is committed, so keeping one machine's file
+    out would itself be a change to commit for everyone; the exclude file is this clone's own.
+    A file git already ignores (a ``.gitignore`` line the team prefers, a global ignore) is
+    left alone, and so is a project that is no git work tree. A file git already tracks is
+    named, since no ignore rule untracks it."""
+    import subprocess
+    from pathlib import Path
+
+    from .config_change import LOCAL
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL)
+
+    local = [c.path for c in changes if c.audience == LOCAL and c.path.is_relative_to(root)]
+    if not local:
+        return
+    try:
+        top = git("rev-parse", "--show-toplevel")
+    except OSError:  # no git on this machine: nothing to keep anything out of
+        return
+    if top.returncode != 0:
+        return
+    base = Path(os.path.realpath(top.stdout.strip()))
+    for path in local:
+        if not dry_run and not path.exists():
+            continue
+        rel = Path(os.path.realpath(path.parent), path.name).relative_to(base).as_posix()
+        if git("check-ignore", "-q", "--no-index", rel).returncode == 0:
+            continue
+        exclude = root / git("rev-parse", "--git-path", "info/exclude").stdout.strip()
+        line = "/" + "".join("\\" + ch if ch in "*?[\\#!" else ch for ch in rel)
+        if dry_run:
+            print(f"would add {line} to {exclude}: {path} is this machine's only; git would not show it")
+            continue
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        before = exclude.read_text() if exclude.exists() else ""
+        with exclude.open("a") as f:
+            f.write(("" if not before or before.endswith("\n") else "\n") + line + "\n")
+        print(f"kept out of git: {path} ({line} added to {exclude}, this clone's own ignore list)")
+        if git("ls-files", "--error-unmatch", rel).returncode == 0:
+            print(f"    {rel} is already tracked: `git rm --cached {rel}` keeps it on disk and out of the next commit")
 
 
 def executable(given: str | None, *, by_name: bool = True) -> str:

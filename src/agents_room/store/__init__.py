@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import bounds, callcounts, leases, messages, overview, paths, reads, rooms, sessions
+from . import bounds, callcounts, leases, messages, news, overview, paths, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -326,6 +326,19 @@ class Store(WakeCalls):
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
         self._touch_if_stale(me, tx.now)
         return drift
+
+    def sessions_by_id_or_key(self, session_id: str, harness_key: str | None) -> list[Session]:
+        """The session whose id is ``session_id`` and every session whose harness key is
+        ``harness_key``, live or left (the id's own first, then newest first): what an adapter asks to learn whether
+        an id belongs to the agent it serves (server/selves.py). One read; no touch."""
+        key = harness_key.lower() if harness_key else None
+        with self.db.read() as tx:
+            found = tx.all(
+                f"SELECT {news.COLUMNS} FROM sessions WHERE id = ? OR (CAST(? AS TEXT) IS NOT NULL AND harness_key = ?) "
+                "ORDER BY id = ? DESC, created_at DESC LIMIT 100",
+                (session_id, key, key, session_id),
+            )
+        return [Session.from_row(row) for row in found]
 
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
         """Everything a live view shows (store/overview.py), of ``room`` or of every room, with
