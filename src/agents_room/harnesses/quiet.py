@@ -141,6 +141,10 @@ class Keeper:
             except sqlite3.ProgrammingError:  # the server closed its store: it is stopping
                 self.remove()
                 break
+            except OSError as exc:  # the folder cannot hold a marker: the hooks run Python, as before
+                self.remove()
+                print(f"agents-room: no quiet marker: {exc}".splitlines()[0], file=sys.stderr)
+                break
             except Exception as exc:  # noqa: BLE001 (the marker goes; the hooks run Python meanwhile)
                 self.remove()
                 print(f"agents-room: quiet marker: {exc}".splitlines()[0], file=sys.stderr)
