@@ -70,6 +70,7 @@ def test_project_install_merges_and_a_second_run_changes_nothing(home: Path, pro
     assert again.returncode == 0 and "nothing to change" in again.stdout and path.read_bytes() == before
     # beside it, this machine's launcher the committed hook runs (and nothing else under HOME)
     assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()] == [".agents-room/hook"]
+    assert (home / ".agents-room").stat().st_mode & 0o777 == 0o700  # the default store's folder: private
     assert "not on PATH" not in done.stdout  # (agents-room is this installation on the test's PATH)
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()

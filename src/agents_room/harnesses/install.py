@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         changes = plan(args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
                        Path(os.path.expanduser("~")), executable(args.command, by_name=module.by_name(scope)),
                        hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
+        if not args.dry_run:
+            private_folders(changes, Path(os.path.expanduser("~")))
         report(changes, dry_run=args.dry_run)
         keep_out_of_git(changes, Path(args.dir or os.getcwd()).absolute(), dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"
@@ -203,6 +205,17 @@ def hook_command() -> str:
     from .hook_line import lean
 
     return lean()
+
+
+def private_folders(changes: list[Change], home: Path) -> None:
+    """``~/.agents-room``, where the launcher goes (:func:`.config_change.launcher_change`), is
+    also the default store's folder, which the store keeps private (0700,
+    store/sqlite/opening.py): created so here when the launcher comes first."""
+    from .hook_line import LAUNCHER
+
+    folder = home / LAUNCHER.rpartition("/")[0]
+    if any(c.changed and c.path.parent == folder for c in changes):
+        os.makedirs(folder, mode=0o700, exist_ok=True)
 
 
 def report(changes: list[Change], *, dry_run: bool) -> None:
