@@ -33,7 +33,7 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
          store: Store | None = None) -> list[Change]:
     """Project scope: ``.cursor/`` is committed and Cursor has no local form of it, so the
     project files get portable commands (``agents-room`` on PATH; the hook does nothing where
-agents-room is not installed, :mod:`.hook_line`); ``--scope user`` writes this
+    agents-room is not installed, :mod:`.hook_line`); ``--scope user`` writes this
     installation's paths under ``~/.cursor``."""
     base = root / ".cursor" if scope == "project" else home / ".cursor"
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
