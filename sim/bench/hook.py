@@ -152,6 +152,8 @@ def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
     commands = tool_call_commands(repo, home)
     event = json.dumps({"session_id": str(uuid.uuid4()), "hook_event_name": "PostToolUse", "cwd": str(repo)})
     out: dict[str, Any] = {"commands": {k: v[1] for k, v in commands.items()}, "runs": runs}
+    out["python_c_pass"] = _floor([sys.executable, "-c", "pass"], runs, env, repo)
+    out["python_S_c_pass"] = _floor([sys.executable, "-S", "-c", "pass"], runs, env, repo)
     out["sh_c_true"] = _floor(["/bin/sh", "-c", "true"], runs, env, repo)
     out["bash_c_true"] = _floor(["/bin/bash", "-c", "true"], runs, env, repo)
     out["python_I_S_c_pass"] = _floor([sys.executable, "-I", "-S", "-c", "pass"], runs, env, repo)
@@ -177,6 +179,9 @@ def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
     _wait_for(marker, False, server)
     for name, (shell, command) in commands.items():
         out[f"no_marker/{name}"] = _runs([shell, "-c", command], event, env, repo, runs, expect="")
+    # What `sim bench`'s report reads (sim/bench/report.py): Claude Code's tool-call hook.
+    out["command"] = commands["claude-code/project"][1]
+    out["quiet"], out["news"] = out["quiet/claude-code/project"], out["news/claude-code/project"]
     return out
 
 
