@@ -3,9 +3,9 @@ project file reaches this machine's installation through.
 
 A harness runs a hook command through its shell (Claude Code ``/bin/sh -c``, Codex ``$SHELL
 -lc``, Gemini CLI ``bash -c``) on every event it hooks, a tool call among them, so what the
-line starts is the hook's cost. Three forms, each a POSIX ``sh`` line whose last word is an
-``exec`` with its arguments still open, so a harness module appends flags to it
-(``{line} --format cursor``) as to a plain command:
+line starts is the hook's cost. Two forms and a test that goes before either, each a POSIX
+``sh`` line that ends in the command with its arguments still open, so a harness module
+appends flags to it (``{line} --format cursor``) as to a plain command:
 
 - :func:`local`: this installation's interpreter, without ``site``, on its hook entry
   (agents_room/hook_entry.py): absolute paths, for a file that stays on this machine.
