@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Store, leases, paths
+from agents_room.store.commitguard import blockers
+from agents_room.store.errors import InvalidArgument
 from .conftest import rows
 
 KEY = "6f1c3c0e-8a55-4a8e-9d4c-1b2a3c4d5e6f"
@@ -214,3 +216,76 @@ def test_an_old_read_baseline_under_a_spelling_is_found(store: Store, real: Path
     (real / "src" / "x.py").write_text("x = 2\n")
     drift = store.drift_check(sid, "src/x.py")
     assert (drift.severity, drift.baseline) == ("MINOR", True)
+
+
+# -- `..` as the kernel reads it ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def beyond(real: Path) -> Path:
+    """``<d>/elsewhere``, with ``x.py`` and ``dir/``, reached from the repository through
+    ``<repo>/ext -> <d>/elsewhere/dir``: ``<repo>/ext/../x.py`` is ``<d>/elsewhere/x.py`` to
+    the kernel, while collapsing ``ext/..`` as text makes it ``<repo>/x.py``, another file."""
+    top = real.parent.parent
+    (top / "elsewhere" / "dir").mkdir(parents=True)
+    (top / "elsewhere" / "x.py").write_text("e = 1\n")
+    (real / "x.py").write_text("r = 1\n")
+    (real / "ext").symlink_to(top / "elsewhere" / "dir")
+    return top / "elsewhere"
+
+
+def test_dotdot_applies_to_the_resolved_folder(real: Path, beyond: Path) -> None:
+    ext = f"{real}/ext"
+    assert paths.absolute("ext/../x.py", str(real)) == f"{ext}/../x.py"  # kept for the kernel's rule
+    assert paths.absolute("src/./x.py", str(real)) == os.path.abspath(f"{real}/src/x.py")
+    shapes = [f"{ext}/../x.py", f"{ext}/..", f"{ext}/../new/a/../b.py", f"{real}/nope/../ext/../x.py",
+              f"{real}/src/../ext/../dir/", f"{ext}/../../real/repo/src/x.py"]
+    assert [paths.canonical(p) for p in shapes] == [
+        f"{beyond}/x.py", str(beyond), f"{beyond}/new/b.py", f"{beyond}/x.py", f"{beyond}/dir/",
+        f"{real}/src/x.py"]
+    # beneath a canonical cwd too: the fast path never walks a `..`
+    assert paths.canonical(f"{ext}/../x.py", str(real)) == f"{beyond}/x.py"
+    assert paths.glob(f"{ext}/../*.py") == f"{beyond}/*.py"
+    assert paths.canonical(f"{real}/src/../x.py") == f"{real}/x.py"  # no symlink: as text, as ever
+
+
+def test_dotdot_after_a_symlinked_folder_is_one_file_to_every_rule(store: Store, real: Path, beyond: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice", room="team").session_id
+    b = store.room_join(cwd=str(beyond), pid=None, label="bob", room="team").session_id
+    assert store.lease_claim(b, "x.py").lease.path == f"{beyond}/x.py"
+    for spelled in ("ext/../x.py", f"{real}/ext/../x.py"):
+        denied = store.lease_claim(a, spelled)
+        assert not denied.ok and denied.holder.session_id == b
+        assert store.lease_check(a, spelled).lease.session_id == b
+    assert denied.reason.startswith(f"{real}/ext/../x.py (the same file as {beyond}/x.py) is held exclusive by {b}")
+    assert store.msg_send(a, f"file:{real}/ext/../x.py").recipients == [b]
+    assert store.msg_send(a, f"file:{real}/ext/../*.py").recipients == [b]
+    store.note_read(a, "ext/../x.py")
+    (beyond / "x.py").write_text("e = 2\n")
+    drift = store.drift_check(a, "ext/../x.py")
+    assert (drift.severity, drift.holder, drift.path) == ("CRITICAL", b, f"{beyond}/x.py")
+    # the file the text would name is another file, free
+    assert store.lease_claim(a, "x.py").lease.path == f"{real}/x.py"
+    # a directory lease spelled through the link, and the commit guard
+    store.lease_release(b, "x.py")
+    assert store.lease_claim(a, "ext/..").lease.path == f"{beyond}/"
+    assert store.lease_check(b, "x.py").lease.path == f"{beyond}/"
+    with store.db.read() as tx:
+        assert [x.session_id for x in blockers(tx, [f"{beyond}/x.py"], {b})] == [a]
+    # a session joining with such a cwd is in the folder the kernel says
+    c = store.room_join(cwd=f"{real}/ext/..", pid=None, label="carol")
+    assert c.rooms == ["repo:elsewhere"]  # b's room, not the repository's
+    assert {m.session_id: m.cwd for m in store.room_who()}[c.session_id] == str(beyond)
+    assert store.lease_claim(c.session_id, "dir/z.py").holder.session_id == a
+
+
+def test_a_trailing_slash_on_a_file_is_refused_naming_it(store: Store, real: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    assert store.lease_claim(a, "src/x.py").ok
+    for call in (store.lease_claim, store.lease_check, store.note_read, store.drift_check):
+        with pytest.raises(InvalidArgument, match=f"path: src/x.py/ ends with / but {real}/src/x.py is a file"):
+            call(b, "src/x.py/")
+    assert rows(store, "SELECT path, session_id FROM leases") == [(f"{real}/src/x.py", a)]
+    assert store.lease_claim(b, "src/").holder.session_id == a  # a folder's / is what it was
+    assert store.lease_claim(b, "src/new/").ok  # a folder not created yet: nothing says it is a file

@@ -141,7 +141,7 @@ class Store(WakeCalls):
         harness_key = bounds.harness_key(harness_key)
         # Canonical, whoever hands it over (a harness may show its logical PWD): the repo room
         # and every relative path of the session are made from it (store/paths.py).
-        cwd = paths.canonical(os.path.abspath(cwd))
+        cwd = paths.canonical(paths.absolute(cwd))
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:
             joined = sessions.join(

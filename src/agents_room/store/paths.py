@@ -7,6 +7,11 @@ key by :func:`canonical`: the real path of the longest prefix that exists (every
 resolved), the rest as written. A claim of a file not created yet under a symlinked folder
 lands on the real folder; two clones or two git worktrees stay two sets of files.
 
+``..`` is the kernel's: it names the folder above the *resolved* one, so ``<repo>/link/../x.py``
+with ``link -> /elsewhere/dir`` is ``/elsewhere/x.py``, never ``<repo>/x.py``. Nothing here or
+in a caller collapses ``link/..`` as text: a path is made absolute by :func:`absolute` (which
+keeps every ``..``) and resolved by :func:`canonical`, the one place that reads it.
+
 The rule stops at names: two hard links to one inode are two paths, and on a case-insensitive
 file system ``X.py`` and ``x.py`` stay two spellings (docs/decisions.md, "One canonical path
 per file").
@@ -28,14 +33,34 @@ _FOUND: dict[str, bool] = {}
 _FOUND_MAX = 4096
 
 
+def absolute(path: str, cwd: str = "") -> str:
+    """``path`` made absolute against ``cwd`` (default: this process's) as the kernel reads
+    it: ``os.path.abspath``'s form (``.`` and repeated ``/`` dropped, no trailing ``/``), save
+    that every ``..`` is kept for :func:`canonical` to apply to the resolved folder. A path
+    without ``..`` (nearly every call) is ``abspath``'s, at its cost."""
+    joined = os.path.join(cwd or os.getcwd(), path) if not path.startswith(SEP) else path
+    if not has_parent(joined):
+        return os.path.abspath(joined)
+    kept = [part for part in joined.split(SEP) if part and part != "."]
+    return SEP + SEP.join(kept)
+
+
+def has_parent(path: str) -> bool:
+    """Whether ``path`` has a ``..`` component (one substring test on the common path)."""
+    return "/.." in path and (path.endswith("/..") or "/../" in path)
+
+
 def canonical(path: str, real: str = "") -> str:
-    """The canonical form of an absolute, normalised ``path`` (``os.path.abspath``'s): its
-    existing prefix resolved as ``os.path.realpath`` (non-strict) resolves it (the part that
-    does not exist yet is kept as written, and a symlink loop is left as it is), with the
-    trailing ``/`` of a directory lease kept. ``real``: a folder above ``path`` known to be
-    canonical (:func:`found_canonical`): only the components beneath it are looked up."""
+    """The canonical form of an absolute ``path`` (:func:`absolute`'s, or ``abspath``'s): its
+    existing prefix resolved as ``os.path.realpath`` (non-strict) resolves it, each ``..``
+    applied to the folder resolved so far, as the kernel applies it (the part that does not
+    exist yet is kept as written, and a symlink loop is left as it is), with the trailing
+    ``/`` of a directory lease kept. ``real``: a folder above ``path`` known to be canonical
+    (:func:`found_canonical`): only the components beneath it are looked up."""
     bare = path.rstrip(SEP) or SEP
-    if real and bare.startswith(real.rstrip(SEP) + SEP):
+    if has_parent(bare):
+        resolved = _through_parents(bare)
+    elif real and bare.startswith(real.rstrip(SEP) + SEP):
         resolved = _beneath(real.rstrip(SEP), bare)
     else:
         resolved = _real(bare)
@@ -71,6 +96,27 @@ def _beneath(real: str, path: str) -> str:
         if stat.S_ISLNK(mode):
             return _real(path)
     return path
+
+
+def _through_parents(path: str) -> str:
+    """:func:`canonical` of a path with ``..`` in it: the kernel's own answer where the whole
+    path exists (one ``O_PATH`` descriptor), else ``os.path.realpath``'s, which applies each
+    ``..`` to the components it has resolved (the kernel's rule) and, past the first name that
+    does not exist, to the names as written (the kernel has no answer there)."""
+    if _O_PATH is not None:
+        try:
+            fd = os.open(path, _O_PATH)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+        finally:
+            os.close(fd)
+        if real.startswith(SEP):
+            return real
+    return os.path.realpath(path)
 
 
 def _real(path: str) -> str:
@@ -116,7 +162,7 @@ def glob(pattern: str) -> str:
     literal = next((i for i, part in enumerate(parts) if _MAGIC & set(part)), len(parts))
     if literal <= 1:
         return pattern
-    head = canonical(os.path.normpath(SEP.join(parts[:literal])) or SEP)
+    head = canonical(absolute(SEP.join(parts[:literal]) or SEP))
     rest = SEP.join(parts[literal:])
     if not rest:
         return head + SEP if pattern.endswith(SEP) and not head.endswith(SEP) else head
