@@ -5,7 +5,8 @@ covered by a live exclusive lease of another session, naming each path, the hold
 session, and when the lease ends (the rule: store/commitguard.py). The committer is the
 session whose harness key is in the environment (``$AGENTS_ROOM_HARNESS_KEY`` first, as the
 MCP server reads it), else the one agent whose harness process is among the hook's
-ancestors. A commit from no session (a person), or from a process that hosts several
+ancestors, and which hosts no other agent (a server started through a launcher that stays its
+parent records the launcher: it is found by walking up from it). A commit from no session (a person), or from a process that hosts several
 agents (nothing says which made it), is blocked by every exclusive lease, and told how to
 proceed.
 
@@ -172,7 +173,7 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
 
         with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
                 store.db.read() as tx:
-            who = committers(tx, keys, pids, store.host)
+            who = committers(tx, keys, pids, store.host, lineage)
             return who, blockers(tx, paths, {c.session_id for c in who.mine})
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
@@ -191,10 +192,28 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         conn.execute("BEGIN")  # one snapshot for both lookups (WAL: a reader never waits for writers)
         tx = _Reader(conn)
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
-        who = rule.committers(tx, keys, pids, None)
+        who = rule.committers(tx, keys, pids, None, lineage)
         return who, rule.blockers(tx, paths, {c.session_id for c in who.mine})
     finally:
         conn.close()
+
+
+def lineage(pid: int) -> list[int]:
+    """``pid``'s ancestors, its parent first (the store's rule asks it of each session's
+    recorded process once ancestry found an agent's: store/commitguard.py); empty when it is
+    gone."""
+    out = []
+    for _ in range(ANCESTOR_DEPTH):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+        out.append(pid)
+    return out
 
 
 class _Reader:
