@@ -173,12 +173,14 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
 
         with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
                 store.db.read() as tx:
+            from agents_room.store.paths import identities, still
+
             who = committers(tx, keys, pids, store.host, lineage)
-            return who, blockers(tx, paths, {c.session_id for c in who.mine})
+            return who, blockers(tx, paths, {c.session_id for c in who.mine}, identities, still)
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
-    (rule,) = store_modules("commitguard")
+    rule, named = store_modules("commitguard", "paths")
     # The guard only reads: the bare C connection, as the mail hook's probe reads (hook.probe),
     # without the store's writer machinery (admission queue, migrations) and its imports.
     # mode=rw: a path that is no file is never created.
@@ -193,7 +195,9 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         tx = _Reader(conn)
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
         who = rule.committers(tx, keys, pids, None, lineage)
-        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine})
+        # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up.
+        identify = named.identities if conn.execute("PRAGMA user_version").fetchone()[0] >= 5 else None
+        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.still)
     finally:
         conn.close()
 

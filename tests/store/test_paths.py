@@ -158,15 +158,26 @@ def test_distinct_work_trees_stay_distinct(store: Store, real: Path, tmp_path: P
     assert len({g.lease.path for g in granted}) == 3
 
 
-def test_hard_links_are_two_paths(store: Store, real: Path) -> None:
-    """docs/decisions.md: the rule stops at names; two links to one inode are two leases."""
+def test_hard_links_are_one_file(store: Store, real: Path) -> None:
+    """docs/decisions.md: two links to one inode are two paths and one file: a lease of one is
+    in the way of a claim of the other (device and inode, recorded with the lease)."""
     os.link(real / "src" / "x.py", real / "src" / "hard.py")
     assert os.stat(real / "src" / "x.py").st_ino == os.stat(real / "src" / "hard.py").st_ino
     a = store.room_join(cwd=str(real), pid=None).session_id
     b = store.room_join(cwd=str(real), pid=None).session_id
     assert store.lease_claim(a, "src/x.py").ok
     held = store.lease_claim(b, "src/hard.py")
-    assert held.ok and held.lease.path == str(real / "src" / "hard.py")
+    assert not held.ok and held.holder.session_id == a and held.holder.path == str(real / "src" / "x.py")
+    assert held.reason.startswith(f"{real}/src/hard.py is, by device and inode, the file or beneath the folder of "
+                                  f"{real}/src/x.py, which is held exclusive by {a}")
+    assert store.lease_check(b, "src/hard.py").lease.session_id == a
+    assert store.lease_claim(b, "src/hard.py", mode="shared").holder.session_id == a
+    # x.py replaced by a save-by-rename: its name leads to another inode, and the lease with it;
+    # hard.py keeps the old inode, which the lease recorded but no longer names
+    (real / "src" / "x.py.tmp").write_text("x = 2\n")
+    os.replace(real / "src" / "x.py.tmp", real / "src" / "x.py")
+    assert store.lease_claim(b, "src/hard.py").ok
+    assert store.lease_claim(b, "src/x.py").holder.session_id == a
 
 
 # -- rows written before paths were canonical -----------------------------------------------------------
@@ -289,3 +300,56 @@ def test_a_trailing_slash_on_a_file_is_refused_naming_it(store: Store, real: Pat
     assert rows(store, "SELECT path, session_id FROM leases") == [(f"{real}/src/x.py", a)]
     assert store.lease_claim(b, "src/").holder.session_id == a  # a folder's / is what it was
     assert store.lease_claim(b, "src/new/").ok  # a folder not created yet: nothing says it is a file
+
+
+# -- a lease follows its file while it lives ---------------------------------------------------------
+
+
+def test_a_lease_follows_its_file_when_a_folder_above_is_renamed(store: Store, real: Path) -> None:
+    """``src`` renamed to ``src2`` and a symlink left in its place (``lib`` too), under live
+    leases of a file, a file not created yet and a directory: every other caller, whichever
+    name it uses now, meets them (the identity, device and inode, recorded with each lease)."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    for path in ("src/x.py", "src/new.py", "lib/"):
+        assert store.lease_claim(a, path).ok
+    for name in ("src", "lib"):
+        os.rename(real / name, real / f"{name}2")
+        (real / name).symlink_to(f"{name}2")
+    for spelled, held in (("src/x.py", "src/x.py"), ("src2/x.py", "src/x.py"), ("src/new.py", "src/new.py"),
+                          ("lib/y.py", "lib/"), ("lib2/sub/z.py", "lib/"), ("lib2/", "lib/")):
+        denied = store.lease_claim(b, spelled, mode="shared")
+        assert not denied.ok and (denied.holder.session_id, denied.holder.path) == (a, f"{real}/{held}"), spelled
+        assert store.lease_check(b, spelled).lease.path == f"{real}/{held}", spelled
+    store.note_read(b, "src2/x.py")
+    (real / "src2" / "x.py").write_text("x = 2\n")
+    drift = store.drift_check(b, "src/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+    staged = [f"{real}/src2/x.py", f"{real}/lib2/y.py", f"{real}/src2/other.py"]
+    with store.db.read() as tx:
+        assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, staged, {b}, paths.identities, paths.still)] == [
+            (f"{real}/lib2/y.py", f"{real}/lib/", a), (f"{real}/src2/x.py", f"{real}/src/x.py", a)]
+        assert blockers(tx, staged, {b}) == []  # by path alone: what the guard saw before
+    # its holder still renews and releases them by their old names
+    assert store.lease_renew(a, f"{real}/src/x.py").path == f"{real}/src/x.py"
+
+
+@pytest.mark.sqlite_only
+def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
+    """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its
+    path alone while it lives; one granted after carries its file's identity."""
+    import sqlite3
+
+    with Store.open(location) as store:
+        a = store.room_join(cwd=str(real), pid=None).session_id
+        assert store.lease_claim(a, "src/x.py").ok
+    conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
+    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; PRAGMA user_version=4;")
+    conn.close()
+    with Store.open(location) as store:
+        assert store.health()["schema_version"] == 5
+        b = store.room_join(cwd=str(real), pid=None).session_id
+        assert store.lease_claim(b, "src/x.py").holder.session_id == a
+        assert store.lease_claim(b, "lib/y.py").ok
+        assert rows(store, "SELECT path, ident IS NULL FROM leases ORDER BY path") == [
+            (f"{real}/lib/y.py", 0), (f"{real}/src/x.py", 1)]

@@ -271,7 +271,8 @@ class Store(WakeCalls):
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             where, spelled = bounds.lease_paths(path, me.cwd)
-            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path)
+            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path,
+                                idents=tuple(paths.identities(where)))
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
@@ -293,7 +294,8 @@ class Store(WakeCalls):
     def lease_check(self, session_id: Any, path: Any) -> LeaseState:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            holders = leases.check(tx, *bounds.lease_paths(path, me.cwd))
+            where, spelled = bounds.lease_paths(path, me.cwd)
+            holders = leases.check(tx, where, spelled, tuple(paths.identities(where)))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
@@ -323,7 +325,8 @@ class Store(WakeCalls):
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
-            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
+            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd),
+                                      tuple(paths.identities(normal)))
         self._touch_if_stale(me, tx.now)
         return drift
 

@@ -115,9 +115,14 @@ def _storable(path: str) -> bool:
     return True
 
 
-def blockers(tx: Tx, paths: list[str], own: set[str]) -> list[Blocker]:
+def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]] | None = None,
+             still: Callable[[str, str], bool] | None = None) -> list[Blocker]:
     """Every (staged path, lease) where a live exclusive lease of a session not in ``own``
-    covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead."""
+    covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead.
+    ``identify``: store/paths.py's identities: a lease of a staged file, or of a folder above
+    it, under another name (a hard link, a bind mount, a folder renamed under the lease)
+    blocks it too, when ``still`` (store/paths.py's) finds its path leads to that identity
+    yet; one more ``IN`` list, on the identity index."""
     wanted: dict[str, list[str]] = {}  # lease path -> the staged paths it would cover
     above: dict[str, list[str]] = {}  # a folder -> the lease paths over what it holds
     for path in paths:
@@ -140,4 +145,29 @@ def blockers(tx: Tx, paths: list[str], own: set[str]) -> list[Blocker]:
         ):
             if sid not in own:
                 found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in wanted[lease_path]]
+    if identify is not None and still is not None:
+        found += _by_identity(tx, paths, own, identify, still, {(b.path, b.lease_path, b.session_id) for b in found})
     return sorted(found, key=lambda b: (b.path, b.lease_path, b.session_id))
+
+
+def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]],
+                 still: Callable[[str, str], bool], seen: set[tuple[str, str, str]]) -> list[Blocker]:
+    idents: dict[str, list[str]] = {}  # an identity -> the staged paths it is of (or above)
+    for path in paths:
+        for ident in identify(path):
+            if _storable(ident):  # a name not created, not UTF-8: no lease has it
+                idents.setdefault(ident, []).append(path)
+    found = []
+    names = list(idents)
+    for start in range(0, len(names), CHUNK):
+        chunk = names[start:start + CHUNK]
+        for ident, lease_path, sid, label, harness, expires_at in tx.all(
+            "SELECT l.ident, l.path, l.session_id, s.label, s.harness, l.expires_at FROM leases l "
+            f"JOIN sessions s ON s.id = l.session_id WHERE l.ident IN ({_marks(len(chunk))}) "
+            "AND l.mode = 'exclusive' AND l.expires_at > ?",
+            (*chunk, tx.now),
+        ):
+            if sid not in own and still(lease_path, ident):
+                found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in idents[ident]
+                          if (p, lease_path, sid) not in seen]
+    return list(dict.fromkeys(found))

@@ -167,3 +167,47 @@ def glob(pattern: str) -> str:
     if not rest:
         return head + SEP if pattern.endswith(SEP) and not head.endswith(SEP) else head
     return head.rstrip(SEP) + SEP + rest
+
+
+def identities(path: str) -> list[str]:
+    """What the kernel calls the file of the canonical ``path`` and every folder above it, for
+    a lease that follows its file (docs/decisions.md, "One canonical path per file"): first
+    its own identity, ``<device>:<inode>`` when it exists, else its deepest existing folder's
+    with the rest as written (``<device>:<inode>/new/z.py``; an existing one also as such a
+    name in its folder: a lease claimed before it was created), then each existing folder's
+    above it, nearest first. Two names of one file (a hard link, a bind mount, a folder renamed
+    under a lease) have one identity; a lease stores its own, and a claim, a check or a
+    commit looks for leases of any of these. One ``stat`` a component (about 1 us each)."""
+    bare = path.rstrip(SEP) or SEP
+    folder = SEP if path.endswith(SEP) and bare != SEP else ""  # a directory lease's name: never a file's
+    out: list[str] = []
+    here, tail = bare, ""
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            st = None
+        if st is None and here != SEP:
+            head, name = here.rsplit(SEP, 1)
+            tail = name + SEP + tail if tail else name
+            here = head or SEP
+            continue
+        if st is not None:
+            ident = f"{st.st_dev}:{st.st_ino}"
+            if not out and tail:
+                out.append(ident + SEP + tail + folder)
+            out.append(ident)
+        if here == SEP:
+            if not tail and len(out) > 1:  # it exists: as a name in its folder too (a lease taken before it did)
+                out.insert(1, out[1] + SEP + bare.rsplit(SEP, 1)[1] + folder)
+            return out
+        here = here.rsplit(SEP, 1)[0] or SEP
+
+
+def still(path: str, ident: str) -> bool:
+    """Whether the lease of ``path`` whose recorded identity is ``ident`` still names that
+    file: its path resolves to the same device and inode (or the same folder and name) now.
+    A match by identity is checked so before it counts: an inode freed (its file deleted, or
+    replaced by an editor's save-by-rename) and given to a new file is not the leased file,
+    while a folder renamed under a symlink still leads to it."""
+    return identities(path)[:1] == [ident]
