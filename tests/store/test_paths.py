@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -353,3 +354,34 @@ def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: s
         assert store.lease_claim(b, "lib/y.py").ok
         assert rows(store, "SELECT path, ident IS NULL FROM leases ORDER BY path") == [
             (f"{real}/lib/y.py", 0), (f"{real}/src/x.py", 1)]
+
+
+_MOUNTED = """
+import sys
+from agents_room.store import Store
+location, shared, other = sys.argv[1:]
+with Store.open(location) as store:
+    a = store.room_join(cwd=shared, pid=None, label="host").session_id
+    b = store.room_join(cwd=other, pid=None, label="container").session_id
+    print(store.lease_claim(a, "src/x.py").ok, store.lease_claim(a, "src/new.py").ok)
+    denied = [store.lease_claim(b, p) for p in ("src/x.py", "src/new.py")]
+    print(*[(d.ok, d.holder.session_id == a, d.holder.path) for d in denied], sep="\\n")
+    print(store.lease_check(b, "src/x.py").lease.path)
+"""
+
+
+def test_a_bind_mount_is_one_set_of_files(location: str, real: Path, tmp_path: Path) -> None:
+    """The repository mounted at a second place (as a container sharing one store sees it: its
+    own mount namespace, here ``unshare -m``): two paths no symlink joins, one device and inode
+    per file, so one lease per file, a file not created yet too (its folder's identity)."""
+    mounted = tmp_path / "mnt" / "repo"
+    mounted.mkdir(parents=True)
+    script = f'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$2" "$1"'
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(real),
+                           str(mounted), sys.executable, _MOUNTED, location], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True True"
+    assert lines[1:3] == [f"(False, True, '{mounted}/src/x.py')", f"(False, True, '{mounted}/src/new.py')"]
+    assert lines[3] == f"{mounted}/src/x.py"
