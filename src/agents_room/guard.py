@@ -163,6 +163,7 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
     ``Committers`` and ``Blocker``); None, after one line, when there is no store there
     (never created: nobody holds a lease)."""
     keys, pids = harness_keys(), _ancestors(ANCESTOR_DEPTH)
+    top = os.getcwd()  # the work tree's top (git runs a hook there): identities are looked up beneath it
     if not lean:  # a database server: through the store itself
         if sys.flags.no_site:  # PostgreSQL's driver is in site-packages (guard_entry.py skipped site)
             import site
@@ -176,7 +177,7 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
             from agents_room.store.paths import identities, still
 
             who = committers(tx, keys, pids, store.host, lineage)
-            return who, blockers(tx, paths, {c.session_id for c in who.mine}, identities, still)
+            return who, blockers(tx, paths, {c.session_id for c in who.mine}, lambda p: identities(p, top), still)
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
@@ -196,7 +197,8 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
         who = rule.committers(tx, keys, pids, None, lineage)
         # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up.
-        identify = named.identities if conn.execute("PRAGMA user_version").fetchone()[0] >= 5 else None
+        fresh = conn.execute("PRAGMA user_version").fetchone()[0] >= 5
+        identify = (lambda p: named.identities(p, top)) if fresh else None
         return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.still)
     finally:
         conn.close()

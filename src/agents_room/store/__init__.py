@@ -272,7 +272,7 @@ class Store(WakeCalls):
             me = self._session(tx, session_id, touch=True)
             where, spelled = bounds.lease_paths(path, me.cwd)
             return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path,
-                                idents=tuple(paths.identities(where)))
+                                idents=tuple(paths.identities(where, me.cwd)))
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
@@ -295,7 +295,7 @@ class Store(WakeCalls):
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             where, spelled = bounds.lease_paths(path, me.cwd)
-            holders = leases.check(tx, where, spelled, tuple(paths.identities(where)))
+            holders = leases.check(tx, where, spelled, tuple(paths.identities(where, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
@@ -326,7 +326,7 @@ class Store(WakeCalls):
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd),
-                                      tuple(paths.identities(normal)))
+                                      tuple(paths.identities(normal, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return drift
 

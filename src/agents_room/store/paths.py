@@ -169,17 +169,22 @@ def glob(pattern: str) -> str:
     return head.rstrip(SEP) + SEP + rest
 
 
-def identities(path: str) -> list[str]:
-    """What the kernel calls the file of the canonical ``path`` and every folder above it, for
-    a lease that follows its file (docs/decisions.md, "One canonical path per file"): first
-    its own identity, ``<device>:<inode>`` when it exists, else its deepest existing folder's
-    with the rest as written (``<device>:<inode>/new/z.py``; an existing one also as such a
-    name in its folder: a lease claimed before it was created), then each existing folder's
-    above it, nearest first. Two names of one file (a hard link, a bind mount, a folder renamed
-    under a lease) have one identity; a lease stores its own, and a claim, a check or a
-    commit looks for leases of any of these. One ``stat`` a component (about 1 us each)."""
+def identities(path: str, top: str = "", *, own: bool = False) -> list[str]:
+    """What the kernel calls the file of the canonical ``path`` and the folders above it, for a
+    lease that follows its file (docs/decisions.md, "One canonical path per file"): first its
+    own identity, ``<device>:<inode>`` when it exists, else its deepest existing folder's with
+    the rest as written (``<device>:<inode>/new/z.py``; an existing one also as such a name in
+    its folder: a lease claimed before it was created), then each existing folder's above it,
+    nearest first, up to ``top`` (a folder above ``path``, the caller's cwd: its own identity
+    the last; default, and when ``path`` is not beneath it: up to ``/``). ``own``: the first
+    alone. Two names of one file (a hard link, a bind mount, a folder renamed under a lease)
+    have one identity; a lease stores its own, and a claim, a check or a commit looks for
+    leases of any of these. One ``stat`` a component (1 to 3 us each): ``top`` bounds them to
+    the components beneath the cwd, the fast path."""
     bare = path.rstrip(SEP) or SEP
     folder = SEP if path.endswith(SEP) and bare != SEP else ""  # a directory lease's name: never a file's
+    top = top.rstrip(SEP)
+    stop = top if top and bare.startswith(top + SEP) else SEP
     out: list[str] = []
     here, tail = bare, ""
     while True:
@@ -196,8 +201,12 @@ def identities(path: str) -> list[str]:
             ident = f"{st.st_dev}:{st.st_ino}"
             if not out and tail:
                 out.append(ident + SEP + tail + folder)
+                if own:
+                    return out
             out.append(ident)
-        if here == SEP:
+            if own:
+                return out
+        if here == SEP or here == stop:
             if not tail and len(out) > 1:  # it exists: as a name in its folder too (a lease taken before it did)
                 out.insert(1, out[1] + SEP + bare.rsplit(SEP, 1)[1] + folder)
             return out
@@ -210,4 +219,4 @@ def still(path: str, ident: str) -> bool:
     A match by identity is checked so before it counts: an inode freed (its file deleted, or
     replaced by an editor's save-by-rename) and given to a new file is not the leased file,
     while a folder renamed under a symlink still leads to it."""
-    return identities(path)[:1] == [ident]
+    return identities(path, own=True) == [ident]

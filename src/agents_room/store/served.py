@@ -74,7 +74,7 @@ class Served:
             if made is None:
                 return None
             cwd, where = made
-            idents = tuple(paths.identities(where)) if op == "claim" else ()
+            idents = tuple(paths.identities(where, self.cwds.get(sid, ""))) if op == "claim" else ()
             answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode, idents))
             if answer is None or answer.outcome in ("unknown", "not_held"):
                 return None
@@ -89,7 +89,7 @@ def _same_file(holder: str, path: str) -> bool:
     """Whether the lease of ``holder``, in the way of a claim of ``path`` by identity alone
     (the engine found its recorded identity among ``path``'s, without the file system), still
     leads to it: its path's identity now is one of ``path``'s (paths.still, as the rules check)."""
-    now = paths.identities(holder)[:1]
+    now = paths.identities(holder, own=True)
     return bool(now) and now[0] in paths.identities(path)
 
 
