@@ -50,30 +50,12 @@ BEGIN
     -- it never stand in its way. A shared claim contends with exclusive holders only.
     SELECT count(*) OVER () AS n, l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at INTO h
     FROM leases l JOIN sessions s ON s.id = l.session_id
-    WHERE l.path = ANY (covering) AND l.expires_at > o_now AND l.session_id <> p_session
+    -- Or of the same file, or a directory above it, under another name: a lease whose recorded
+    -- identity is one of p_idents (store/leases.py's _by_identity), in the same statement.
+    WHERE (l.path = ANY (covering) OR l.ident = ANY (p_idents)) AND l.expires_at > o_now AND l.session_id <> p_session
       AND (p_mode = 'exclusive' OR l.mode = 'exclusive')
     ORDER BY l.mode, l.token LIMIT 1;  -- the first in the way, and (counted before the LIMIT) how many
     o_in_the_way := coalesce(h.n, 0);
-    -- The same file or a directory above it under another name (store/leases.py's _by_identity):
-    -- a lease whose recorded identity is one of p_idents, stored under a path not covering p_path.
-    IF cardinality(p_idents) > 0 THEN
-        DECLARE
-            g RECORD;
-        BEGIN
-            SELECT count(*) OVER () AS n, l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at
-            INTO g
-            FROM leases l JOIN sessions s ON s.id = l.session_id
-            WHERE l.ident = ANY (p_idents) AND NOT (l.path = ANY (covering)) AND l.expires_at > o_now
-              AND l.session_id <> p_session AND (p_mode = 'exclusive' OR l.mode = 'exclusive')
-            ORDER BY l.mode, l.token LIMIT 1;
-            IF FOUND THEN
-                o_in_the_way := o_in_the_way + g.n;
-                IF h.path IS NULL OR (g.mode, g.token) < (h.mode, h.token) THEN
-                    h := g;
-                END IF;
-            END IF;
-        END;
-    END IF;
     IF right(p_path, 1) = '/' THEN
         -- A directory: the first lease beneath it in the way (a byte-wise range of the path index).
         DECLARE
