@@ -70,7 +70,7 @@ MUTANTS = (
     Mutant("beneath-unresolved", "mutants.spellings:beneath_unresolved",
            "no symlink resolved beneath a canonical cwd: a symlinked folder inside the repository (alias -> src) "
            "is another folder to directory leases, file: targets and reads",
-           ("lease-exclusive",), ()),
+           ("lease-exclusive",), (), ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so
