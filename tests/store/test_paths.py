@@ -298,6 +298,8 @@ def test_a_trailing_slash_on_a_file_is_refused_naming_it(store: Store, real: Pat
     for call in (store.lease_claim, store.lease_check, store.note_read, store.drift_check):
         with pytest.raises(InvalidArgument, match=f"path: src/x.py/ ends with / but {real}/src/x.py is a file"):
             call(b, "src/x.py/")
+    with pytest.raises(InvalidArgument, match=f"to: file:{real}/src/x.py/ ends with / but {real}/src/x.py is a file"):
+        store.msg_send(b, f"file:{real}/src/x.py/")
     assert rows(store, "SELECT path, session_id FROM leases") == [(f"{real}/src/x.py", a)]
     assert store.lease_claim(b, "src/").holder.session_id == a  # a folder's / is what it was
     assert store.lease_claim(b, "src/new/").ok  # a folder not created yet: nothing says it is a file

@@ -220,3 +220,14 @@ def still(path: str, ident: str) -> bool:
     replaced by an editor's save-by-rename) and given to a new file is not the leased file,
     while a folder renamed under a symlink still leads to it."""
     return identities(path, own=True) == [ident]
+
+
+def is_file(path: str) -> bool:
+    """Whether ``path`` (canonical; a trailing ``/`` ignored) names an existing file that is
+    not a directory: ``x.py/`` is no folder to the kernel (``ENOTDIR``). A glob is none."""
+    if _MAGIC & set(path):
+        return False
+    try:
+        return not stat.S_ISDIR(os.stat(path.rstrip(SEP) or SEP).st_mode)
+    except OSError:
+        return False
