@@ -231,3 +231,22 @@ def is_file(path: str) -> bool:
         return not stat.S_ISDIR(os.stat(path.rstrip(SEP) or SEP).st_mode)
     except OSError:
         return False
+
+
+def identifier(top: str = ""):  # noqa: ANN201 (a closure: Callable[[str], list[str]])
+    """:func:`identities` for many paths of few folders (a commit's staged paths): each folder's
+    chain is looked up once, each path's own identity with one ``stat``. The same identities,
+    save that a folder's own name in its folder is offered too (no lease's but a directory's)."""
+    folders: dict[str, list[str]] = {}
+
+    def identify(path: str) -> list[str]:
+        folder, name = path.rsplit(SEP, 1)
+        above = folders.get(folder)
+        if above is None:
+            above = folders[folder] = identities(folder + SEP if folder else SEP, top)
+        own = identities(path, own=True)
+        if not own or SEP in own[0] or not above or SEP in above[0]:
+            return own + above  # not created yet, or its folder not: as identities() words it
+        return [own[0], above[0] + SEP + name, *above]
+
+    return identify
