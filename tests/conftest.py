@@ -17,6 +17,12 @@ import pgcluster  # noqa: E402 (tests/ is on sys.path: rootdir conftest)
 import slowness  # noqa: E402
 from pgrequire import pytest_runtest_makereport  # noqa: E402, F401 (a PostgreSQL skip fails in CI)
 
+# A test run started in a tmux pane: the servers the tests start are children of this process,
+# whose environment carries the pane, and would take the terminal wake lever (and type into
+# the developer's pane). Off for everything the tests start; the lever's own tests pass it
+# their own panes.
+os.environ["AGENTS_ROOM_TERMINAL_WAKE"] = "off"
+
 settings.register_profile(
     "ci", max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=False
 )

@@ -35,7 +35,7 @@ from harnesscli import binary, git_project, scratch_home
 from terminal import Terminal
 
 import agents_room
-from agents_room.harnesses import codex_hooks
+from agents_room.harnesses import codex_hooks, editguard_install
 from agents_room.store import Store
 from sim.harness.clis import Launch, prepare
 from sim.harness.model import ScriptedAgent, ScriptedModel
@@ -87,9 +87,10 @@ class Rig:
         self.turns.append(turn)
         return turn
 
-    def terminal(self, launch: Launch, *, extra: list[str] = (), env: dict[str, str] | None = None) -> Terminal:
+    def terminal(self, launch: Launch, *, extra: list[str] = (), env: dict[str, str] | None = None,
+                 multiplexed: bool = False) -> Terminal:
         term = Terminal.start(launch.name, [*launch.session_argv(), *extra], cwd=launch.project,
-                              env={**launch.env, "TERM": "xterm-256color", **(env or {})})
+                              env={**launch.env, "TERM": "xterm-256color", **(env or {})}, multiplexed=multiplexed)
         self.terminals.append(term)
         return term
 
@@ -273,7 +274,8 @@ def edit_hooks(launch: Launch, edit: Callable[[str, str], str]) -> int:
         if launch.harness == "codex":
             config = launch.home / ".codex" / "config.toml"
             text = config.read_text()
-            old, new = codex_hooks.trusted(path, before), codex_hooks.trusted(path, after)
+            old = {**codex_hooks.trusted(path, before), **editguard_install.trusted(path, before)}
+            new = {**codex_hooks.trusted(path, after), **editguard_install.trusted(path, after)}
             for key, digest in old.items():
                 assert digest in text, f"{config} does not trust {key}"
                 text = text.replace(digest, new[key])
@@ -287,7 +289,7 @@ def mark_turn_end(launch: Launch, marker: Path) -> None:
     unchanged: the test's sign that the harness ran the end of its turn."""
     ends = {"AfterAgent", "Stop"}
     edited = edit_hooks(launch, lambda event, command: command if event not in ends or "--wait" in command
-                        else f"{command}; code=$?; touch {marker}; exit $code")
+                        else f"({command}); code=$?; touch {marker}; exit $code")  # (a line may end in exec)
     assert edited, f"{launch.name}: no end-of-turn hook to mark"
 
 

@@ -7,7 +7,8 @@ has its own server and ``close`` ends it whole.
     term.close()                                # tmux, the CLI and every descendant, ended
 
 The CLI runs under ``env -i`` with exactly ``env``: the tmux server's own environment (ours)
-never reaches it. The pane stays after the CLI exits (``remain-on-exit``), so a session that
+never reaches it; with ``multiplexed`` the CLI also gets tmux's ``TMUX`` and ``TMUX_PANE``, as a
+CLI started from a shell in a pane does (the terminal wake lever finds its pane by them). The pane stays after the CLI exits (``remain-on-exit``), so a session that
 died still shows why.
 """
 
@@ -39,7 +40,8 @@ class Terminal:
         self._seen: dict[int, str] = {}  # pid -> its start time: a pid is reused, the pair is not
 
     @classmethod
-    def start(cls, name: str, argv: list[str], *, cwd: Path, env: dict[str, str]) -> Terminal:
+    def start(cls, name: str, argv: list[str], *, cwd: Path, env: dict[str, str], multiplexed: bool = False
+              ) -> Terminal:
         if not shutil.which("tmux"):  # where .ci/run installed the CLIs, a missing tmux fails
             missing = "tmux is not installed (apt-get install tmux)"
             if os.environ.get(REQUIRE_ENV) == "1" or os.environ.get("CI") == "true":
@@ -50,6 +52,8 @@ class Terminal:
         with os.fdopen(fd, "w") as f:
             f.write("set -g remain-on-exit on\nset -g history-limit 5000\nset -g status off\n")
         command = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *argv]
+        if multiplexed:  # tmux's own TMUX and TMUX_PANE kept, as a shell in a pane has them
+            command = ["sh", "-c", 'exec env -i TMUX="$TMUX" TMUX_PANE="$TMUX_PANE" "$@"', "sh", *command[2:]]
         subprocess.run(["tmux", "-L", socket, "-f", conf, "new-session", "-d", "-x", str(WIDTH), "-y", str(HEIGHT),
                         "-c", str(cwd), *command], check=True, timeout=30, capture_output=True,
                        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color"})

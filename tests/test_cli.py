@@ -18,8 +18,10 @@ EXE = str(Path(sys.executable).with_name("agents-room"))
 COMMANDS = ("serve", "dashboard", "who", "prune", "doctor", "copy")
 
 
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=timeout)
+def run(*args: str, timeout: float = 60, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``agents-room ARGS``; ``home``: a HOME of its own (doctor lists the stores it finds there)."""
+    env = None if home is None else {**os.environ, "HOME": str(home)}
+    return subprocess.run([EXE, *args], capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def dead_pid() -> int:
@@ -151,9 +153,9 @@ def test_doctor_reports_a_postgresql_store(pg_url: str, repo: Path) -> None:
     assert health["engine"] == "postgresql" and health["rows"]["sessions"] == 1
 
 
-def test_doctor_of_an_empty_postgresql_database_says_so_and_creates_nothing(pg_url: str) -> None:
-    report = run("--db", pg_url, "doctor")
-    assert report.returncode == 1 and "no agents-room schema" in report.stderr
+def test_doctor_of_an_empty_postgresql_database_says_so_and_creates_nothing(pg_url: str, tmp_path: Path) -> None:
+    report = run("--db", pg_url, "doctor", home=tmp_path)  # nothing is wrong: no agent has joined yet (issue 49)
+    assert report.returncode == 0 and "none yet, nothing was created: the first agent to join" in report.stdout
     import psycopg
 
     with psycopg.connect(pg_url) as conn:
@@ -172,8 +174,12 @@ def test_copy_moves_a_sqlite_store_into_postgresql(db: Path, sessions: dict[str,
 
 def test_doctor_without_a_store_says_so_and_creates_nothing(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "room.db"
-    report = run("--db", str(missing), "doctor")
-    assert report.returncode == 1 and str(missing) in report.stderr
+    report = run("--db", str(missing), "doctor", home=tmp_path)
+    assert report.returncode == 0 and not report.stderr, report.stderr
+    assert f"path:           {missing} (from --db)" in report.stdout
+    assert "none yet, nothing was created: the first agent to join makes it, or a person's message" in report.stdout
+    health = json.loads(run("--db", str(missing), "doctor", "--json", home=tmp_path).stdout)
+    assert (health["path"], health["exists"], health["healthy"]) == (str(missing), False, True)
     assert not missing.parent.exists()
 
 

@@ -88,6 +88,10 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["install", "claude-code", "--dir", "{fifo}"], {}, False, "not a folder"),
     (["install", "claude-code", "--dir", "{readonly}"], {}, True, "{readonly}/.mcp.json"),
     (["install", "claude-code", "--command", ""], {}, False, "--command"),
+    (["install", "claude-code", "--edits", "maybe"], {}, False, "--edits"),
+    (["edit-guard"], {}, False, "--harness"),
+    (["edit-guard", "--harness", "vim"], {}, False, "--harness"),
+    (["edit-guard", "--harness", "codex", "--edits", "off"], {}, False, "--edits"),
     (["install", "claude-code", "--dry-run", "--channel", "x"], {}, False, "x"),
     (["install", "codex", "--scope", "project"], {}, False, "--scope user"),
     (["install", "cursor", "--channel"], {}, False, "--channel"),
@@ -110,12 +114,12 @@ CASES: list[tuple[list[str], dict[str, str], bool, str]] = [
     (["send", "*", "s", "--ttl-s", "0"], {}, False, "ttl_s"),
     (["send", "*", "s", "--reply-to", "x"], {}, False, "--reply-to"),
     (["send", "*", "s", "--reply-to", "999"], {}, False, "reply_to"),
-    (["--db", "{dir}/none/room.db", "send", "*", "s"], {}, False, "there is no store"),
+    (["--db", "{text}/room.db", "send", "*", "s"], {}, False, "{text} is a file, not a folder"),
     (["inbox", "--limit"], {}, False, "--limit"),
     (["inbox", "--limit", "abc"], {}, False, "--limit"),
     (["inbox", "--limit", "0"], {}, False, "limit"),
     (["inbox", "--json", "x"], {}, False, "x"),
-    (["--db", "{dir}/none/room.db", "inbox"], {}, False, "there is no store"),
+    (["--db", "{text}/room.db", "inbox"], {}, False, "{text} is a file, not a folder"),
     (["guard"], {}, False, "action"),
     (["guard", "nope"], {}, False, "nope"),
     (["guard", "install", "--repo"], {}, False, "--repo"),
@@ -200,7 +204,7 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     for argv, env, _, _ in CASES:
         command = next((a for a in argv if not a.startswith("-") and a in {"serve", "dashboard", "who", "prune", "doctor",
                                                                             "hook", "install", "copy", "send", "inbox",
-                                                                            "guard"}), None)
+                                                                            "guard", "edit-guard"}), None)
         for a in argv:
             covered.add((command, a) if command and a.startswith("--") else ("--db",) if a == "--db" else ())
         if command == "install":
@@ -216,6 +220,7 @@ def test_the_sweep_walks_every_command_and_option() -> None:
     covered |= {("--db",)}
     flags_without_values = {("who", "--json"), ("prune", "--dry-run"), ("doctor", "--json"), ("hook", "--wait"),
                             ("install", "--dry-run"), ("install", "--channel"), ("install", "--follow-links"),
+                            ("edit-guard", "--read"),
                             ("send", "--json"), ("inbox", "--json")}
     missing = options(cli.parser()) - covered - flags_without_values
     assert not missing, f"no bad-input case for {sorted(missing)}"

@@ -30,11 +30,12 @@ AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
 class AppServer:
     """``codex app-server``: one JSON object per line each way."""
 
-    def __init__(self, codex: str, cwd: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    def __init__(self, codex: str, cwd: Path, env: dict[str, str], argv: list[str] | None = None) -> None:
+        self.proc = subprocess.Popen(argv or [codex, "app-server"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True, cwd=cwd, env=env)
         self.seen: list[dict[str, Any]] = []
         self.next_id = 0
+        self.pending = b""  # read from the pipe, not yet a whole line
 
     def send(self, method: str, params: dict[str, Any] | None = None, *, notify: bool = False) -> int:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -49,24 +50,36 @@ class AppServer:
         return self.next_id
 
     def wait_for(self, match: Any, timeout: float = 60) -> dict[str, Any]:
-        """The first message (seen before, or read now) that ``match`` accepts."""
+        """The first message (seen before, or read now) that ``match`` accepts. The pipe is read
+        by its descriptor and split into lines here: a buffered ``readline`` after ``select``
+        would leave a second line that came in the same read in Python's buffer, where ``select``
+        never sees it, and wait out the timeout for an answer already received (what a loaded
+        machine did: Codex writes its answers together when the reader is slow)."""
         for message in self.seen:
             if match(message):
                 return message
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.5)
+        fd = self.proc.stdout.fileno()
+        while True:
+            while b"\n" in self.pending:
+                line, self.pending = self.pending.split(b"\n", 1)
+                if not line.strip():
+                    continue
+                message = json.loads(line)
+                self.seen.append(message)
+                if match(message):
+                    return message
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"nothing matched in {timeout}s; the last messages: {self.seen[-5:]}")
+            ready, _, _ = select.select([fd], [], [], min(0.5, left))
             if not ready:
                 continue
-            line = self.proc.stdout.readline()
-            if not line:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
                 raise AssertionError(f"codex app-server ended; it said: {self.seen[-5:]}")
-            message = json.loads(line)
-            self.seen.append(message)
-            if match(message):
-                return message
-        raise AssertionError(f"nothing matched in {timeout}s; the last messages: {self.seen[-5:]}")
+            self.pending += chunk
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         sent = self.send(method, params)
@@ -85,6 +98,22 @@ class AppServer:
                 self.proc.wait()
         if self.proc.stdout is not None:
             self.proc.stdout.close()
+
+
+def test_two_answers_in_one_write_are_both_read(tmp_path: Path) -> None:
+    """The reader finds an answer that came in the same write as the one before it (a loaded
+    machine's ``hooks/list`` answer was missed that way: the old reader waited out its timeout
+    for it), and still waits for one that comes later."""
+    script = ("import sys; sys.stdout.write('{\"id\": 1}\\n{\"id\": 2}\\n'); sys.stdout.flush(); "
+              "sys.stdin.readline(); print('{\"id\": 3}', flush=True); sys.stdin.read()")
+    server = AppServer("", tmp_path, dict(os.environ), argv=[sys.executable, "-c", script])
+    try:
+        assert server.wait_for(lambda m: m.get("id") == 1) == {"id": 1}
+        assert server.wait_for(lambda m: m.get("id") == 2, timeout=20) == {"id": 2}  # nothing more comes
+        server.send("go", notify=True)
+        assert server.wait_for(lambda m: m.get("id") == 3) == {"id": 3}
+    finally:
+        server.close()
 
 
 def test_codex_runs_the_installed_server(cli_home: Path) -> None:
@@ -142,7 +171,8 @@ def test_codex_runs_the_installed_server(cli_home: Path) -> None:
 
 
 def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
-    """``codex app-server``'s ``hooks/list``: the four hooks install wrote, merged beside a
+    """``codex app-server``'s ``hooks/list``: the five hooks install wrote (four news hooks and
+    the edit guard), merged beside a
     user's own, load without a warning, enabled and trusted (Codex's own hash of each is the
     one install wrote); the user's hook stays untrusted; a hook edited by hand is no longer."""
     codex = binary("codex")
@@ -172,10 +202,15 @@ def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
     path = folder / "hooks.json"
     mine = {f"{path}:session_start:0:0", f"{path}:user_prompt_submit:0:0", f"{path}:post_tool_use:0:0",
             f"{path}:stop:1:0"}
-    assert set(hooks) == mine | {f"{path}:stop:0:0"}
-    for key in mine:
+    guard = f"{path}:pre_tool_use:0:0"  # the edit guard, on apply_patch (its matcher in Codex's hash)
+    assert set(hooks) == mine | {guard, f"{path}:stop:0:0"}
+    for key in mine | {guard}:
         hook = hooks[key]
-        assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        if key == guard:
+            assert hook["command"].endswith("--harness codex --edits claim")
+            assert hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        else:
+            assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("export AGENTS_ROOM_DB='~/room.db'; ")
         assert (hook["enabled"], hook["trustStatus"]) == (True, "trusted"), hook
         assert hook["currentHash"] == trusted[key]["trusted_hash"]
     assert hooks[f"{path}:stop:0:0"]["trustStatus"] == "untrusted"  # the user's own: not install's to trust

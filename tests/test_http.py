@@ -92,13 +92,14 @@ async def test_token_is_required_and_two_agents_share_one_process(http_server: s
         assert response.status_code == 200
 
     async with client(http_server) as a, client(http_server) as b:
-        sa = (await ok(a, "room_join", label="alice"))["session_id"]
-        sb = (await ok(b, "room_join", label="bob"))["session_id"]
+        alice, bob = await ok(a, "room_join", label="alice"), await ok(b, "room_join", label="bob")
+        sa, sb = alice["session_id"], bob["session_id"]
         assert sa != sb
-        assert (await ok(a, "lease_claim", session_id=sa, path="README.md"))["ok"] is True
-        denied = await ok(b, "lease_claim", session_id=sb, path=str(repo / "README.md"))
+        # Each acts through the credential its room_join returned (server/selves.py; test_selves.py).
+        assert (await ok(a, "lease_claim", session_id=alice["credential"], path="README.md"))["ok"] is True
+        denied = await ok(b, "lease_claim", session_id=bob["credential"], path=str(repo / "README.md"))
         assert denied["ok"] is False and denied["holder"]["session_id"] == sa
-        who = {s["session_id"]: s for s in (await ok(b, "room_who", session_id=sb))["sessions"]}
+        who = {s["session_id"]: s for s in (await ok(b, "room_who", session_id=bob["credential"]))["sessions"]}
         # one process, many agents: the server's folder, no pid (liveness unknown)
         assert who[sa]["cwd"] == str(repo) and who[sa]["pid"] is None and who[sa]["liveness"] == "unknown"
         result = await b.call_tool("msg_unread", {"session_id": "f" * 16})

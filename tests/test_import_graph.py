@@ -206,12 +206,24 @@ def test_every_stage_is_in_the_table_and_its_docstring_agrees() -> None:
         assert docstring_rule(init) == SIM_MAY_IMPORT[name], f"{init}: its docstring and SIM_MAY_IMPORT differ"
 
 
+# Folders of data files, no code, that Python sees as (namespace) packages: setuptools warns
+# unless they are listed as packages, their files as package data.
+DATA_PACKAGES = {"agents_room.dashboard.static"}
+
+
 def test_every_package_is_installed() -> None:
     """setuptools installs only the packages pyproject lists: a new subpackage must be there."""
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
     on_disk = {name for package, folder in TREES.items() for name, path in modules(package, folder).items()
                if path.name == "__init__.py"}
-    assert listed == on_disk
+    assert listed == on_disk | DATA_PACKAGES
+    for name in DATA_PACKAGES:
+        folder = ROOT / "src" / Path(*name.split("."))
+        files = sorted(p.name for p in folder.iterdir())
+        assert files and not [f for f in files if f.endswith(".py")], (name, files)
+        globs = setuptools["package-data"][name]
+        assert all(any(Path(f).match(g) for g in globs) for f in files), (name, files, globs)  # every file shipped
 
 
 # -- the checks fail where they should -------------------------------------------------------------

@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The news hooks alone: the edit guard beside them is tests/test_install_editguard.py's.
+EDITS_OFF = ("--edits", "off")
 
 
 @pytest.fixture
@@ -28,7 +30,7 @@ def install(home: Path, *args: str, path: str | None = None, **env: str) -> subp
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     if path is not None:
         base["PATH"] = path
-    return subprocess.run([AGENTS_ROOM, "install", "codex", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([AGENTS_ROOM, "install", "codex", *args, *EDITS_OFF], check=False, capture_output=True, text=True,
                           timeout=60, cwd=home, env={**base, "HOME": str(home), **env}, stdin=subprocess.DEVNULL)
 
 
@@ -173,7 +175,7 @@ def test_the_hooks_are_written_and_trusted(home: Path) -> None:
     assert again.returncode == 0, again.stderr
     for event in HOOK_EVENTS:
         [group] = hooks_of(home)[event]
-        assert group["hooks"][0]["command"].startswith(f"AGENTS_ROOM_DB={db} "), group
+        assert group["hooks"][0]["command"].startswith(f"export AGENTS_ROOM_DB={db}; "), group
     assert set(states(home)) == {f"{path}:{LABELS[e]}:0:0" for e in HOOK_EVENTS}
     assert not set(hashes) & {s["trusted_hash"] for s in states(home).values()}  # a new command, a new hash
     assert "4 hooks trusted" in again.stdout

@@ -15,9 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from agents_room.harnesses.hook_line import PORTABLE, QUIET_GATE
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
+# The news hooks alone: the edit guard beside them is tests/test_install_editguard.py's.
+EDITS_OFF = ("--edits", "off")
 EVENTS = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
 
 
@@ -37,7 +40,7 @@ def install(home: Path, project: Path, *args: str, **env: str) -> subprocess.Com
     """``agents-room install gemini ARGS``, this installation first on PATH unless ``env`` says."""
     base = {k: v for k, v in os.environ.items() if k != "AGENTS_ROOM_DB"}
     base["PATH"] = f"{Path(AGENTS_ROOM).parent}:{base.get('PATH', '/usr/bin:/bin')}"
-    return subprocess.run([AGENTS_ROOM, "install", "gemini", *args], check=False, capture_output=True, text=True,
+    return subprocess.run([AGENTS_ROOM, "install", "gemini", *args, *EDITS_OFF], check=False, capture_output=True, text=True,
                           timeout=60, cwd=project, env={**base, "HOME": str(home), **env}, stdin=subprocess.DEVNULL)
 
 
@@ -60,13 +63,16 @@ def test_project_install_merges_and_a_second_run_changes_nothing(home: Path, pro
     assert settings["hooks"]["AfterTool"][0] == theirs
     for event in EVENTS:
         [ours] = [h for g in settings["hooks"][event] for h in g["hooks"] if "agents-room" in h["command"]]
-        assert ours == {"type": "command", "name": "agents-room", "command": "agents-room hook", "timeout": 10000}
+        command = (QUIET_GATE if event == "AfterTool" else "") + PORTABLE  # a prompt's hook marks the turn: never gated
+        assert ours == {"type": "command", "name": "agents-room", "command": command, "timeout": 10000}
         assert f"{event} hook added" in done.stdout
     assert "trusted folder" in done.stdout and "MCP server 'room' added" in done.stdout
     before = path.read_bytes()
     again = install(home, project)
     assert again.returncode == 0 and "nothing to change" in again.stdout and path.read_bytes() == before
-    assert not any(home.iterdir())
+    # beside it, this machine's launcher the committed hook runs (and nothing else under HOME)
+    assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()] == [".agents-room/hook"]
+    assert (home / ".agents-room").stat().st_mode & 0o777 == 0o700  # the default store's folder: private
     assert "not on PATH" not in done.stdout  # (agents-room is this installation on the test's PATH)
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()
@@ -82,7 +88,7 @@ def test_user_scope_writes_this_installations_paths_under_home(home: Path, proje
     room = settings["mcpServers"]["room"]
     assert os.path.isabs(room["command"]) and room["env"] == {"AGENTS_ROOM_DB": str(db)}
     [hook] = commands(settings, "AfterAgent")
-    assert hook.startswith(f"AGENTS_ROOM_DB={db} ") and "hook_entry.py" in hook
+    assert hook.startswith(f"export AGENTS_ROOM_DB={db}; exec ") and "hook_entry.py" in hook
     assert not any(project.iterdir())
     # a machine-specific store never goes into the committed project file
     refused = install(home, project, AGENTS_ROOM_DB=str(db))

@@ -56,8 +56,10 @@ def test_two_servers_in_two_repos_with_one_absolute_setting_share_one_store(tmp_
     db = tmp_path / "shared" / "room.db"
     for name in ("alpha", "beta"):
         (tmp_path / name).mkdir()
-        done = run("--db", str(db), "doctor", env={"AGENTS_ROOM_DB": str(db)}, cwd=tmp_path / name)
-        assert done.returncode == 1 and "there is no store at" in done.stderr  # doctor only looks
+        done = run("--db", str(db), "doctor", env={"AGENTS_ROOM_DB": str(db), "HOME": str(tmp_path)},
+                   cwd=tmp_path / name)
+        assert done.returncode == 0 and "none yet, nothing was created" in done.stdout  # doctor only looks
+        assert not db.parent.exists()
     with Store.open(db) as store:
         store.room_join(cwd=str(tmp_path / "alpha"), pid=None, label="from-alpha")
     for name in ("alpha", "beta"):
@@ -84,21 +86,32 @@ def test_a_postgres_url_is_never_taken_for_a_file(tmp_path: Path) -> None:
         assert not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("command", [["who"], ["prune", "--quiet-s", "1"], ["doctor"]])
+@pytest.mark.parametrize("command", [["who"], ["prune", "--quiet-s", "1"], ["inbox"], ["who", "--json"]])
 def test_commands_that_only_look_create_no_store(tmp_path: Path, command: list[str]) -> None:
+    """Where there is no store yet nothing is wrong (issue 49): they say so, and what makes one,
+    and exit 0."""
     db = tmp_path / "typo" / "room.db"
-    line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db)}))
-    assert f"there is no store at {db} (from $AGENTS_ROOM_DB); nothing was created" in line
+    done = run(*command, env={"AGENTS_ROOM_DB": str(db)})
+    assert done.returncode == 0, done.stderr
+    said = done.stderr if "--json" in command else done.stdout
+    assert f"no room yet: there is no store at {db} (from $AGENTS_ROOM_DB), and nothing was created" in said
+    assert "the first agent to join makes it, or a person's message: agents-room send" in said
     assert not (tmp_path / "typo").exists()
 
 
-@pytest.mark.parametrize("command", [["who"], ["prune", "--quiet-s", "1"], ["doctor"], ["serve"]])
+@pytest.mark.parametrize("command", [["who"], ["prune", "--quiet-s", "1"], ["doctor"], ["serve"], ["inbox"],
+                                     ["send", "*", "s"]])
 def test_a_path_that_cannot_hold_a_store_is_one_clear_line(tmp_path: Path, command: list[str]) -> None:
     afile = tmp_path / "a-file"
     afile.write_text("not a folder")
-    for db in (afile / "room.db", Path("/proc/nope/room.db")):
-        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db)}))
+    home = tmp_path / "home"
+    Store.open(home / ".agents-room" / "room.db").close()  # another store exists: the reason still comes first
+    for db in (afile / "room.db", afile / "deeper" / "room.db", Path("/proc/nope/room.db")):
+        line = one_line_error(run(*command, env={"AGENTS_ROOM_DB": str(db), "HOME": str(home)}))
         assert line.startswith("agents-room: store_error:") and str(db) in line
+        if command[0] != "serve":  # the commands that look, and send, say why (store/location.py, unusable)
+            assert (f"{afile} is a file, not a folder" in line if db.is_relative_to(afile)
+                    else "nothing can be made in the folder /proc" in line), line
     assert afile.read_text() == "not a folder"
 
 

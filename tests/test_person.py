@@ -35,8 +35,9 @@ def room(location: str):
         yield s
 
 
-def person(location: str, *args: str, cwd: Path, stdin: str = "", user: str = "carol") -> subprocess.CompletedProcess:
-    env = {**os.environ, "AGENTS_ROOM_DB": location, "USER": user}
+def person(location: str, *args: str, cwd: Path, stdin: str = "", user: str = "carol",
+           **more: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "AGENTS_ROOM_DB": location, "USER": user, **more}
     return subprocess.run([EXE, *args], capture_output=True, text=True, cwd=cwd, env=env, input=stdin, timeout=60)
 
 
@@ -74,7 +75,7 @@ def test_a_person_speaks_to_agents_as_one_session(room: Store, location: str, re
 
 def test_a_selector_that_matches_nobody_warns_as_msg_send_does(room: Store, location: str, repo: Path) -> None:
     out = ok(person(location, "send", "tag:nobody", "hello", cwd=repo))
-    assert "to 0 sessions" in out and "warning: selector 'tag:nobody' matched nobody" in out
+    assert "it reached 0 sessions" in out and "warning: selector 'tag:nobody' matched nobody" in out
 
 
 @pytest.mark.parametrize("args", [["0123456789abcdef", "s"], ["*", "s", "--reply-to", "999"], ["*", "x" * 201]])
@@ -125,12 +126,39 @@ def test_the_person_key_is_one_per_user_and_host() -> None:
                 person_key("h1", 1000, "dave")}) == 4
 
 
-def test_send_and_inbox_never_create_a_store(tmp_path: Path, repo: Path) -> None:
-    missing = tmp_path / "none" / "room.db"
-    for args in (["send", "*", "s"], ["inbox"]):
-        done = person(str(missing), *args, cwd=repo)
-        assert done.returncode == 1 and "there is no store" in done.stderr and len(done.stderr.splitlines()) == 1
-    assert not missing.parent.exists()
+@pytest.mark.anyio
+@pytest.mark.slow
+async def test_a_person_opens_the_room_before_any_agent(location: str, repo: Path, tmp_path: Path) -> None:
+    """Issue 49: before any agent has joined, the looking commands say there is no room yet and
+    exit 0; a person's send makes the store as a join would, reaches 0 sessions without an
+    error, and an agent that joins later (a real MCP server over stdio) reads it in room_history."""
+    home = tmp_path / "home"  # doctor looks for other stores there: none on a new machine
+    home.mkdir()
+    for args in (["inbox"], ["who"], ["doctor"]):
+        done = person(location, *args, cwd=repo, HOME=str(home))
+        assert done.returncode == 0 and not done.stderr, (args, done.stdout, done.stderr)
+        assert "agents-room send" in done.stdout and "nothing was created" in done.stdout, done.stdout
+    if not location.startswith("postgres"):
+        assert not Path(location).parent.exists()  # only looked
+    first = person(location, "send", "*", "kickoff", "take the parser; I take the docs", cwd=repo)
+    assert first.returncode == 0 and not first.stderr, first.stderr
+    assert "it reached 0 sessions; it stays in the history of repo:alpha" in ok(first)
+    if not location.startswith("postgres"):
+        store_file = Path(location)
+        assert (store_file.parent.stat().st_mode & 0o777, store_file.stat().st_mode & 0o777) == (0o700, 0o600)
+    server = StdioServerParameters(command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": location}, cwd=str(repo))
+    async with Client(server, mode="legacy") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert "before you joined are not delivered to you: room_history shows them" in str(
+            tools["room_join"].description)  # the joining agent is told where to look
+        sid = (await client.call_tool("room_join", {"label": "bob"})).structured_content["session_id"]
+        history = (await client.call_tool("room_history", {"session_id": sid})).structured_content
+        unread = (await client.call_tool("msg_recv", {"session_id": sid})).structured_content["messages"]
+    assert history["room"] == "repo:alpha"
+    [said] = history["messages"]
+    assert (said["subject"], said["body"], said["sender_harness"]) == ("kickoff", "take the parser; I take the docs",
+                                                                        "human")
+    assert unread == []  # said before bob joined: history, not mail
 
 
 @pytest.mark.anyio

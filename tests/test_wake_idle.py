@@ -2,9 +2,10 @@
 person. Claude Code is woken, by each lever we install for it: the asyncRewake Stop hook
 (``hook --wait``) and the channel (``install claude-code --channel``); its model's next
 request holds the news, and the test prints the latency (msg_send's answer to that request).
-Codex and Gemini CLI have no idle lever: their idle session's model gets no request after the
-mail, until a person types; then it is shown the news (by the prompt's hook: Gemini CLI's
-BeforeAgent, Codex's UserPromptSubmit).
+Codex and Gemini CLI outside a multiplexer have no idle lever (the terminal runs them without
+tmux's TMUX and TMUX_PANE: in a tmux pane the terminal lever wakes them, tests/test_wake_terminal.py):
+their idle session's model gets no request after the mail, until a person types; then it is
+shown the news (by the prompt's hook: Gemini CLI's BeforeAgent, Codex's UserPromptSubmit).
 
 Idle is an event here, not a pause: Claude Code's session is idle once the asyncRewake waiter
 holds its marker beside the store (it starts at the turn's Stop); Codex's and Gemini CLI's once

@@ -12,7 +12,7 @@ import itertools
 import json
 from typing import Any
 
-from .script import Call, NotYet, Say, ScriptError, Shell, ToolResult
+from .script import Call, Native, NotYet, Say, ScriptError, Shell, ToolResult
 
 SIDE_MODEL = "claude-haiku-4-5"
 _ids = itertools.count(1)
@@ -33,6 +33,8 @@ def side_answer(path: str, body: dict[str, Any]) -> tuple[str, bytes]:
 
 
 def tool_name(call: Call) -> str:
+    if isinstance(call, Native):
+        return call.name
     return "Bash" if isinstance(call, Shell) else f"mcp__room__{call.tool}"
 
 
@@ -64,6 +66,8 @@ def answer(reply: Say | list[Call], body: dict[str, Any],
             if name not in names:
                 raise ScriptError(f"unknown tool {name}: the harness offers {sorted(names)}")
             args = {"command": call.command} if isinstance(call, Shell) else call.args
+            if not isinstance(args, dict):
+                raise ScriptError(f"{name}: Claude Code's tools take an object of arguments, got {args!r}")
             blocks.append({"type": "tool_use", "id": f"toolu_{n:04d}_{i}", "name": name, "input": args})
         blocks += [{"type": "tool_use", "id": f"toolu_{n:04d}_w{i}", "name": name, "input": args}
                    for i, (name, args) in enumerate(raw)]

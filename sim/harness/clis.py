@@ -89,7 +89,7 @@ class Launch:
         """One headless turn: the prompt, every room tool and the shell allowed."""
         if self.harness == "claude-code":
             return [self.binary, "-p", prompt, "--model", CLAUDE_MODEL, "--output-format", "json",
-                    "--allowedTools", "mcp__room", "Bash"]
+                    "--allowedTools", "mcp__room", "Bash", "Edit", "Write", "Read"]
         if self.harness == "codex":
             return [self.binary, "exec", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check",
                     "--color", "never", prompt]
@@ -129,21 +129,22 @@ def base_env(home: Path, agents_room: str) -> dict[str, str]:
 
 def prepare(harness: Harness, binary: str, home: Path, project: Path, store: str, model_url: str, *,
             name: str = "", agents_room: str | None = None, channel: bool = False,
-            scope: Literal["project", "user"] | None = None, install: bool = True) -> Launch:
+            scope: Literal["project", "user"] | None = None, install: bool = True,
+            edits: Literal["claim", "check", "off"] = "claim") -> Launch:
     """Install agents-room for ``harness`` in ``project`` (store ``store``) and point the CLI
     at ``model_url``; RuntimeError with the installer's words if it fails. ``scope``: where
     the install writes; by default the project's files when the store is under ``home``, else
     the user's (a project's committed files may not name a machine's store; agents that share
     a store outside their HOMEs, and maybe a project folder, each keep their own settings).
     ``install=False``: the CLI pointed at the model only, without agents-room (what a turn
-    costs without it)."""
+    costs without it). ``edits``: install's edit guard (``off``: none, the control)."""
     if harness not in CLIS:
         raise ValueError(f"harness must be one of {sorted(CLIS)}, got {harness!r}")
     if scope is None:  # Codex reads its servers from the user's config only
         scope = "project" if harness != "codex" and Path(store).is_relative_to(home) else "user"
     agents_room = agents_room or agents_room_command()
     env = {**base_env(home, agents_room), "AGENTS_ROOM_DB": store}
-    command = [agents_room, "install", harness, "--dir", str(project), "--scope", scope,
+    command = [agents_room, "install", harness, "--dir", str(project), "--scope", scope, "--edits", edits,
                *(["--channel"] if channel else [])]
     if harness == "codex":
         _codex_settings(home, project, model_url)  # first: its top-level keys must precede the tables

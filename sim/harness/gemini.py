@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .script import Call, Say, ScriptError, Shell, ToolResult
+from .script import Call, Native, Say, ScriptError, Shell, ToolResult
 
 # Every JSON answer a Gemini CLI side request reads: the router's choice, the next speaker.
 SIDE_JSON = {"reasoning": "scripted model", "model_choice": "pro", "next_speaker": "user"}
@@ -51,8 +51,12 @@ def answer(reply: Say | list[Call], body: dict[str, Any]) -> tuple[str, bytes]:
         names = offered(body)
         parts = []
         for call in reply:
-            name, args = ("run_shell_command", {"command": call.command}) if isinstance(call, Shell) \
-                else (f"mcp_room_{call.tool}", call.args)
+            if isinstance(call, Native):
+                name, args = call.name, call.args
+            elif isinstance(call, Shell):
+                name, args = "run_shell_command", {"command": call.command}
+            else:
+                name, args = f"mcp_room_{call.tool}", call.args
             if name not in names:
                 raise ScriptError(f"unknown tool {name}: the harness offers {sorted(names)}")
             parts.append({"functionCall": {"name": name, "args": args}})

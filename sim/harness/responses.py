@@ -13,7 +13,7 @@ import itertools
 import json
 from typing import Any
 
-from .script import Call, Say, ScriptError, Shell, ToolResult
+from .script import Call, Native, Say, ScriptError, Shell, ToolResult
 
 NAMESPACE = "mcp__room"
 _ids = itertools.count(1)
@@ -61,7 +61,17 @@ def answer(reply: Say | list[Call], body: dict[str, Any]) -> tuple[str, bytes]:
     else:
         names = offered(body)
         for i, call in enumerate(reply):
-            if isinstance(call, Shell):
+            if isinstance(call, Native) and isinstance(call.args, str):  # a freeform (custom) tool
+                if call.name not in names:
+                    raise ScriptError(f"unknown tool {call.name}: the harness offers {sorted(names)}")
+                items.append({"type": "custom_tool_call", "id": f"ctc_{n:04d}_{i}", "call_id": f"call_{n:04d}_{i}",
+                              "name": call.name, "input": call.args})
+                continue
+            if isinstance(call, Native):
+                if call.name not in names:
+                    raise ScriptError(f"unknown tool {call.name}: the harness offers {sorted(names)}")
+                made = {"name": call.name, "arguments": call.args}
+            elif isinstance(call, Shell):
                 made = _shell_item(call.command, names)
             else:
                 if f"{NAMESPACE}/{call.tool}" not in names:
@@ -90,13 +100,13 @@ def _texts(content: Any) -> list[str]:
 
 
 def _from_model(item: dict[str, Any]) -> bool:
-    return item.get("type") in ("function_call", "reasoning") or item.get("role") == "assistant"
+    return item.get("type") in ("function_call", "custom_tool_call", "reasoning") or item.get("role") == "assistant"
 
 
 def text(body: dict[str, Any]) -> str:
     parts = _texts(body.get("instructions"))
     for item in body.get("input") or []:
-        if item.get("type") == "function_call_output":
+        if item.get("type") in ("function_call_output", "custom_tool_call_output"):
             parts += _texts(item.get("output"))
         elif not _from_model(item):
             parts += _texts(item.get("content"))
@@ -106,10 +116,11 @@ def text(body: dict[str, Any]) -> str:
 def tool_results(body: dict[str, Any]) -> list[ToolResult]:
     items = body.get("input") or []
     last = max((i for i, item in enumerate(items) if _from_model(item)), default=-1)
-    names = {item.get("call_id"): item.get("name", "") for item in items if item.get("type") == "function_call"}
+    names = {item.get("call_id"): item.get("name", "") for item in items
+             if item.get("type") in ("function_call", "custom_tool_call")}
     return [ToolResult(_bare(names.get(item.get("call_id"), "")), item.get("call_id", ""),
                        "\n".join(_texts(item.get("output"))))
-            for item in items[last + 1:] if item.get("type") == "function_call_output"]
+            for item in items[last + 1:] if item.get("type") in ("function_call_output", "custom_tool_call_output")]
 
 
 def _bare(name: str) -> str:

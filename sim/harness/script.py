@@ -40,13 +40,24 @@ class Shell:
 
 
 @dataclass(frozen=True)
+class Native:
+    """A call of one of the harness's own tools by its own name, with its own arguments
+    (Claude Code ``Edit``, ``Write``, ``Read``; Gemini CLI ``write_file``, ``replace``,
+    ``read_file``; Codex ``apply_patch``, whose ``args`` is the patch text when the harness
+    offers it as a freeform tool)."""
+
+    name: str
+    args: dict[str, Any] | str = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Say:
     """Text that ends the turn (end_turn / response.completed / STOP)."""
 
     text: str
 
 
-Call = ToolCall | Shell
+Call = ToolCall | Shell | Native
 Reply = Say | Sequence[Call]
 Policy = Callable[["Request"], Reply]
 Script = Sequence[Reply] | Policy
@@ -126,14 +137,14 @@ def check_reply(reply: Any) -> Reply:
         if not isinstance(reply.text, str):
             raise ScriptError(f"Say.text must be a string, got {type(reply.text).__name__}")
         return reply
-    if isinstance(reply, ToolCall | Shell):
+    if isinstance(reply, ToolCall | Shell | Native):
         return [reply]
     if isinstance(reply, list | tuple) and reply:
         for call in reply:
             if isinstance(call, ToolCall):
                 if not isinstance(call.args, dict):
                     raise ScriptError(f"ToolCall({call.tool!r}).args must be a dict, got {type(call.args).__name__}")
-            elif not isinstance(call, Shell):
-                raise ScriptError(f"a reply's calls must be ToolCall or Shell, got {call!r}")
+            elif not isinstance(call, Shell | Native):
+                raise ScriptError(f"a reply's calls must be ToolCall, Shell or Native, got {call!r}")
         return list(reply)
     raise ScriptError(f"a reply must be Say(...) or a non-empty list of ToolCall/Shell, got {reply!r}")

@@ -13,6 +13,7 @@ between operations (coordinated omission).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
@@ -192,6 +193,9 @@ def compute(history: list[Record], start_ns: int, end_ns: int, agents: list[str]
         longest_wait_ms=longest[0], longest_wait=longest[1],
     )
     in_window = sum(per_agent.values())
+    # One throughput figure: **all**'s ops/s is the headline's (the operations completed within
+    # the window, per second of it); its count keeps those that completed after (writer.py says so).
+    all_row = dataclasses.replace(all_row, per_s=in_window / duration_s if duration_s else 0.0)
     late = {}
     if scheduled:
         late = {"scheduled": scheduled, "late": late_n, "late_fraction": late_n / scheduled,

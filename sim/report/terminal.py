@@ -14,21 +14,21 @@ from agents_room.visible import visible  # a violation's message quotes what age
 
 from . import fitted, harness, hosts
 from . import postgres as pgreport
-from .writer import driver_words, ms_text
+from .writer import driver_words, ms_text, ops_per_s, setup_words
 
 
 def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console()
     run = d["run"]
-    t = Table(title=f"{d['name']}: {run['agents']} agents, {driver_words(run)}, store {run['store_factory']}, "
-                    f"{run['duration_s']:.0f} s",
+    t = Table(title=f"{d['name']}: {run['agents']} agents{setup_words(d.get('scenario') or {})}, {driver_words(run)}, "
+                    f"store {run['store_factory']}, {run['duration_s']:.0f} s",
               title_justify="left")
     for col in ("operation", "count", "ok", "fail", "info", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms"):
         t.add_column(col, justify="left" if col == "operation" else "right")
     for r in [*d["operations"], {**d["all"], "f": "all"}, d["startup"]]:
         start_up = r["f"] == "start-up"
         t.add_row(r["f"], f"{r['count']:,}", f"{r['ok']:,}", f"{r['fail']:,}", f"{r['info']:,}",
-                  "-" if start_up else f"{r['per_s']:,.0f}", ms_text(r["p50_ms"]), ms_text(r["p99_ms"]),
+                  "-" if start_up else ops_per_s(run) if r["f"] == "all" else f"{r['per_s']:,.0f}", ms_text(r["p50_ms"]), ms_text(r["p99_ms"]),
                   ms_text(r["p999_ms"]), ms_text(r["max_ms"]),
                   style="bold" if r["f"] == "all" else "dim" if start_up else None)
     console.print(t)

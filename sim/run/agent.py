@@ -53,6 +53,9 @@ class Agent:
         self.sent = 0
         self.edits = 0
         self.last_error = ""
+        # the think time drawn before the next call, put in its invoke record (``think_ms``): a reader
+        # tells the think the scenario asked for from the gap the machine made of it
+        self.thought_ms: float | None = None
         self.end_ns: int | None = None  # the run's end, once "go" came: no wait of an op crosses it
         self.driver: Driver = self._open_driver()
         # Fault injection: self-stops at moments only the agent sees, and the store clock the
@@ -94,6 +97,9 @@ class Agent:
         if "body" in shown:  # the body's size, not its bytes: histories stay small
             shown["body_bytes"] = len(shown.pop("body"))
         self.last_error = ""
+        if self.thought_ms is not None:  # the first call after a think: the think drawn, in its invoke
+            extra = {**(extra or {}), "think_ms": self.thought_ms}
+            self.thought_ms = None
         poise = getattr(self.driver, "poise", None)
         if poise is not None and f != "edit":  # a harness: invoked when its model makes the call
             poise()
@@ -273,8 +279,10 @@ class Agent:
                 continue
             self.perform(workload.next_op(self.w, self.files, self._view(), self.rng))
             pause = workload.think_time(self.w.think, self.rng)
-            if pause:
-                time.sleep(max(0.0, min(pause, (end_ns - time.monotonic_ns()) / 1e9)))
+            slept = max(0.0, min(pause, (end_ns - time.monotonic_ns()) / 1e9)) if pause else 0.0
+            if slept:
+                time.sleep(slept)
+            self.thought_ms = round(slept * 1000, 3)
 
     def drain(self, stall_s: float) -> tuple[bool, str]:
         """Read the inbox until it is empty. Gives up only after ``stall_s`` without progress
@@ -283,6 +291,7 @@ class Agent:
         progress is said to the runner (``draining <n>``), which waits as long as that goes on.
         Returns whether it emptied the inbox, and, when not, why, in words."""
         extra = {"phase": "drain"}
+        self.thought_ms = None  # the drain thinks not: its first gap is the wait for the runner
         moved = time.monotonic()
         taken = failed = 0
         last = "no call answered"

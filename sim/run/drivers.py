@@ -273,7 +273,7 @@ class McpDriver:
         from mcp.shared.exceptions import MCPError
 
         try:
-            result = self._portal.call(self._call, f, args)
+            result = self._portal.call(self._call, f, self._sent(args))
         except MCPError as exc:
             code = "timeout" if exc.code == -32001 else "lost" if exc.code == -32000 else "mcp_error"
             raise OpError(code, str(exc), "info") from None
@@ -293,7 +293,15 @@ class McpDriver:
             data = json.loads(text) if text.strip() else {}
         if isinstance(data, dict) and set(data) == {"result"}:  # a non-object return, wrapped
             data = data["result"]
+        self._answered(f, data)
         return digest(f, args, data)
+
+    def _sent(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as they go out (a stdio server knows its sessions: as they are)."""
+        return args
+
+    def _answered(self, f: str, data: Any) -> None:
+        """What the driver keeps of an answer (nothing, over stdio)."""
 
     async def _call(self, f: str, args: dict[str, Any]) -> Any:
         return await self._client.call_tool(f, args, read_timeout_seconds=self.op_timeout_s)
@@ -323,7 +331,18 @@ class HttpDriver(McpDriver):
     name = "http"
 
     def __init__(self, url: str, token: str, op_timeout_s: float) -> None:  # McpDriver's shape, another transport
+        self.credentials: dict[str, str] = {}  # session id -> the credential its room_join returned
         self._open(_http_client(url, token, op_timeout_s), op_timeout_s)
+
+    def _sent(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A shared server acts for a session only on its credential (agents_room/server/selves.py):
+        the session's own id is sent as the credential its room_join returned."""
+        sid = args.get("session_id")
+        return {**args, "session_id": self.credentials[sid]} if sid in self.credentials else args
+
+    def _answered(self, f: str, data: Any) -> None:
+        if f == "room_join" and isinstance(data, dict) and data.get("credential"):
+            self.credentials[data["session_id"]] = data["credential"]
 
     def cpu_s(self) -> float:
         return 0.0  # the server is the host's, not this process's child

@@ -73,6 +73,10 @@ class Repo:
     # How many ways its agents spell its path: 2 or more gives some of them the repository
     # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
     spellings: int = 1
+    # How many ways its agents spell the files inside it (sim/run/layout.py's INNER): 2 gives some
+    # of them ``alias/`` for ``src/`` (a symlinked folder inside the repository), 3 also
+    # ``via/../`` for it (``via -> src/pkg``: ``..`` after a symlink, the kernel's, not the text's).
+    inner_spellings: int = 1
     # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
     # empty, the three in HARNESSES.
     harnesses: tuple[str, ...] = ()
@@ -240,6 +244,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         autonomy=_level(t, "autonomy"),
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
+        inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:

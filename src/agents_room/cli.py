@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import __version__, guard_install, person
-from .harnesses import hook, install
+from . import __version__, doctor, guard_install, person
+from .harnesses import editguard, hook, install
 from .parser import Parser, not_empty, seconds
 from .visible import visible
 
@@ -43,6 +43,21 @@ def open_store(args: argparse.Namespace, *, create: bool = True) -> Store:
     from .store import Store
 
     return Store.open(location(args), create=create)
+
+
+def open_existing(args: argparse.Namespace) -> Store | None:
+    """The store of a command that only looks; None, after saying so on standard output, where
+    there is none yet (no_room.py: not a failure, unless no store can ever be made there)."""
+    from . import no_room
+    from .store import Store
+    from .store.errors import NoStore
+
+    where = location(args)
+    try:
+        return Store.open(where, create=False)
+    except NoStore:
+        print(no_room.line(where))
+        return None
 
 
 def open_store_or_wait(args: argparse.Namespace, *, create: bool = True) -> Store:
@@ -87,11 +102,19 @@ def serve(args: argparse.Namespace) -> int:
     from .harnesses import wake
 
     who = identity.for_http() if address else identity.for_stdio()
-    # A stdio server is its agent's wake lever (channel, command, or the Stop hook beside it):
+    # A stdio server is its agent's wake lever (channel, command, the Stop hook beside it, or the
+    # terminal pane its harness runs in):
     # recorded at room_join so messages to it at autonomy `wake` start stored, not undeliverable.
-    lever = None if address else wake.lever_name(os.environ)
+    lever = None if address else wake.lever_name(os.environ, who.pid)
     # One agent per stdio server: its tool calls run on the event loop (no thread hop).
     server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
+    # A stdio server keeps its harness's quiet marker: the hooks of every tool call then cost
+    # a shell's start while there is nothing to tell (agents_room/harnesses/quiet.py).
+    keeper = None
+    if not address:
+        from .harnesses import quiet
+
+        keeper = quiet.keeper(store, who, os.environ)
     try:
         if address:
             import anyio
@@ -108,12 +131,16 @@ def serve(args: argparse.Namespace) -> int:
 
             from .server import stdio
 
-            watcher = wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND else None
+            watcher = (wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND
+                       else wake.terminal_watcher(store, who, os.environ) if lever == wake.TERMINAL else None)
             anyio.run(stdio.serve, server)  # every malformed request answered (server/stdio.py)
             if watcher:
                 watcher.stop()
     except KeyboardInterrupt:
         return 130
+    finally:
+        if keeper:
+            keeper.stop()
     return 0
 
 
@@ -183,7 +210,19 @@ def _table(rows: list[list[str]]) -> str:
 
 
 def who(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    if args.json:  # standard output stays JSON: the words for no room yet go to standard error
+        import contextlib
+
+        with contextlib.redirect_stdout(sys.stderr):
+            found = open_existing(args)
+        if found is None:
+            _print_json([])
+            return 0
+    else:
+        found = open_existing(args)
+        if found is None:
+            return 0
+    with found as store:
         members = store.room_who(room=args.room)
     if args.json:
         import dataclasses  # here, not at the top: see location()
@@ -195,9 +234,9 @@ def who(args: argparse.Namespace) -> int:
         print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
               "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
-    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "LAST SEEN", "ROOMS", "CWD"]]
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
-              _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+              m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
     rows = [[visible(cell) for cell in row] for row in rows]  # agents wrote them: agents_room/visible.py
     print(_table(rows))
     if any(m.host != store.host for m in members):
@@ -219,8 +258,9 @@ def add_who(subparsers: Subparsers) -> None:
     p = subparsers.add_parser(
         "who", help="list sessions with their liveness",
         description="List live sessions (all, or one room's) with liveness: alive (the agent's process is running), "
-        "gone (it is not), unknown (no process recorded). A session of another host (its HOST column) is judged "
-        "from the store, never from this host's processes: alive after a recent call, gone once its own host "
+        "gone (it is not), unknown (no process recorded); and each one's wake lever, how it is woken at "
+        "autonomy wake (claude-channel, stop-hook, command, terminal; - for none). A session of another host "
+        "(its HOST column) is judged from the store, never from this host's processes: alive after a recent call, gone once its own host "
         "proved it, else unknown.",
     )
     p.add_argument("--room", type=not_empty, help="only this room's members")
@@ -232,7 +272,10 @@ def add_who(subparsers: Subparsers) -> None:
 
 
 def prune(args: argparse.Namespace) -> int:
-    with open_store(args, create=False) as store:
+    found = open_existing(args)
+    if found is None:
+        return 0
+    with found as store:
         removed = store.prune(args.quiet_s, dry_run=args.dry_run)
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
@@ -254,65 +297,6 @@ def add_prune(subparsers: Subparsers) -> None:
     p.add_argument("--quiet-s", type=seconds, required=True, metavar="N", help="seconds without a tool call")
     p.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     p.set_defaults(run=prune)
-
-
-# -- doctor -----------------------------------------------------------------------------------
-
-
-def doctor(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from . import elsewhere  # here, not at the top: see location()
-    from .store import StoreError
-
-    where = location(args)
-    others = elsewhere.other_stores(where.target, Path.cwd(), Path.home())
-    try:
-        store = open_store(args, create=False)  # refuses a missing store, or a file that is not a healthy one
-    except StoreError as exc:
-        if others:  # the store the person expected may be one of these
-            raise StoreError(f"{exc.text}; other stores: " + "; ".join(map(elsewhere.describe, others))) from None
-        raise
-    with store:
-        health = store.health()
-        # Counted by the liveness `who` shows, so both say one word for one fact: a session
-        # that has not left but whose agent is gone is "gone" here too.
-        by_host: dict[str, dict[str, int]] = {}
-        for m in store.room_who():
-            counts = by_host.setdefault(m.host or "", {})
-            counts[m.liveness] = counts.get(m.liveness, 0) + 1
-        health["liveness_by_host"] = by_host
-    health["origin"] = where.origin
-    health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
-                              for f in others]
-    if args.json:
-        _print_json(health)
-    else:
-        print(f"{'path:':16}{health['path']} ({where.origin})")
-        for key, value in health["shown"]:  # what this engine has to say (store/engine.py)
-            print(f"{key + ':':16}{value}")
-        print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
-        print(f"{'this host:':16}{health['host']}")
-        print(f"{'sessions:':16}" + visible(", ".join(
-            f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
-            + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
-            for h, counts in health["liveness_by_host"].items()) or "none"))
-        lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
-                                                             "in the harness files install writes)"]
-        print(f"{'other stores:':16}" + f"\n{'':16}".join(map(visible, lines)))
-    return 0 if health["healthy"] else 1
-
-
-def add_doctor(subparsers: Subparsers) -> None:
-    p = subparsers.add_parser(
-        "doctor", help="check the store file",
-        description="Open the store and report its path (and where that came from), journal mode, schema version, "
-        "quick_check, row counts and WAL size, and list other stores agents on this machine may be on: the default "
-        "location and every AGENTS_ROOM_DB in the harness files install writes (this folder's and your home's). "
-        "Exits non-zero, naming the file, if the store is missing or refused.",
-    )
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(run=doctor)
 
 
 # -- copy -------------------------------------------------------------------------------------
@@ -345,8 +329,8 @@ def add_copy(subparsers: Subparsers) -> None:
 # Every subcommand: add_parser(subparsers) adds its parser and sets run=<function(args) -> exit
 # code>. A subcommand in its own module exposes the same add_parser and is listed here.
 COMMANDS: list[Callable[[Subparsers], Any]] = [
-    add_serve, add_dashboard, add_who, add_prune, add_doctor, add_copy, hook.add_parser, install.add_parser,
-    person.add_send, person.add_inbox, guard_install.add_parser,
+    add_serve, add_dashboard, add_who, add_prune, doctor.add_parser, add_copy, hook.add_parser, install.add_parser,
+    person.add_send, person.add_inbox, guard_install.add_parser, editguard.add_parser,
 ]
 
 

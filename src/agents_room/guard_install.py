@@ -6,6 +6,10 @@ hooks folder (``git rev-parse --git-path hooks`` says which). A pre-commit hook 
 is kept, renamed ``pre-commit.agents-room-chained``, and run first by ours with the same
 arguments (a hook that refuses still refuses); ``uninstall`` puts it back. Installing twice
 rewrites our hook only (this installation's interpreter may have moved).
+
+Beside it, the same way, a ``reference-transaction`` hook (guard_refs.py): the branch moves
+that run no pre-commit hook (merge, cherry-pick, rebase, revert, am, commit-tree + update-ref,
+``commit --no-verify``) are checked when git updates the branch.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from .parser import not_empty
 
 HOOK = "pre-commit"
 CHAINED = HOOK + ".agents-room-chained"
+REFS_HOOK = "reference-transaction"
+REFS_CHAINED = REFS_HOOK + ".agents-room-chained"
 MARK = "# agents-room guard:"
 
 
@@ -31,9 +37,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "guard", help="install or remove the git pre-commit guard that honours exclusive leases",
         description="install: write a git pre-commit hook that refuses a commit of paths (added, modified, deleted, "
         "renamed) covered by another session's live exclusive lease, naming the path, the holder and when the lease "
-        "ends. It honours core.hooksPath and runs a pre-commit hook that was there first. uninstall: remove it and "
-        "put back what was there. At commit time, AGENTS_ROOM_GUARD=warn only reports, =off skips; git commit "
-        "--no-verify skips every pre-commit hook. The store is --db (written into the hook) or $AGENTS_ROOM_DB at "
+        "ends, and a reference-transaction hook that refuses a branch update (merge, cherry-pick, rebase, revert, "
+        "am, update-ref, commit --no-verify) whose new commits change such a path. It honours core.hooksPath and "
+        "runs a hook that was there first. uninstall: remove them and put back what was there. At commit time, "
+        "AGENTS_ROOM_GUARD=warn only reports, =off skips; git commit --no-verify skips the pre-commit hook only. The store is --db (written into the hook) or $AGENTS_ROOM_DB at "
         "install time, else the commit's $AGENTS_ROOM_DB, else the default.",
     )
     p.add_argument("action", choices=["install", "uninstall"])
@@ -50,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         hooks = hooks_folder(args.repo or os.getcwd())
         if args.action == "install":
             print(install(hooks, store))
+            print(install_refs(hooks, store))
         else:
             print(uninstall(hooks))
+            print(uninstall_refs(hooks))
     except (GuardInstallError, UnsafeWrite, OSError) as exc:
         text = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
         print(f"agents-room guard {args.action}: {text}", file=sys.stderr)
@@ -155,6 +164,80 @@ def uninstall(hooks: str) -> str:
         raise GuardInstallError(f"{hook} is not agents-room's guard; left as it is")
     if not os.path.lexists(hook) and not os.path.lexists(chained):
         return f"no guard in {hooks}; nothing changed"
+    if os.path.lexists(chained):
+        os.replace(chained, hook)
+        return f"removed the guard from {hook}; the hook that was there is back"
+    os.unlink(hook)
+    return f"removed the guard: {hook}"
+
+
+# -- the reference-transaction hook (guard_refs.py) ---------------------------------------------------
+
+
+def refs_script(store: str | None) -> str:
+    """The reference-transaction hook: the chained hook first, with the transaction on its
+    stdin too (git runs it at every state; it sees each); then, at ``prepared`` and only when
+    a branch moves, the guard. Every other call costs this one shell."""
+    from .shell_line import line, say, word
+
+    python = word(sys.executable)
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_refs_entry.py")
+    run = line(sys.executable, "-I", "-S", entry, *(["--db", store] if store else []), "prepared")
+    gone = say(f"agents-room guard: {sys.executable} or its agents_room is gone; branch update allowed "
+               "(agents-room guard uninstall removes this hook)")
+    return (
+        "#!/bin/sh\n"
+        f"{MARK} refuses a branch update whose new commits change paths another session leased exclusively.\n"
+        "# Written by `agents-room guard install`; `agents-room guard uninstall` puts back what was here.\n"
+        'chained="$0.agents-room-chained"\n'
+        'if [ -x "$chained" ]; then\n'
+        "  input=$(cat; echo .); input=${input%.}\n"
+        "  printf '%s' \"$input\" | \"$chained\" \"$@\" || exit $?\n"
+        '  [ "$1" = prepared ] || exit 0\n'
+        "else\n"
+        '  [ "$1" = prepared ] || exit 0\n'
+        "  input=$(cat; echo .); input=${input%.}\n"
+        "fi\n"
+        'case "$input" in *" refs/heads/"*) ;; *) exit 0 ;; esac\n'
+        f"if [ -x {python} ] && [ -f {word(entry)} ]; then printf '%s' \"$input\" | {run}; "
+        "exit $?; fi\n"
+        f"{gone}\n"
+    )
+
+
+def install_refs(hooks: str, store: str | None) -> str:
+    """Write our reference-transaction hook into ``hooks``, keeping a foreign one as the
+    chained one (as ``install`` does for pre-commit)."""
+    hook, chained = os.path.join(hooks, REFS_HOOK), os.path.join(hooks, REFS_CHAINED)
+    present = os.path.lexists(hook)
+    ours = present and is_ours(hook)
+    if present and not ours and os.path.lexists(chained):
+        raise GuardInstallError(f"{hook} is not agents-room's and {chained} exists already: move one of them away, "
+                                "then install again")
+    from .safe_write import write_file
+
+    os.makedirs(hooks, exist_ok=True)
+    if present and not ours:
+        os.rename(hook, chained)
+    try:  # atomic, through an exclusive temporary file (safe_write.py), as install() writes pre-commit
+        write_file(hook, refs_script(store), within=hooks, mode=0o755)
+    except BaseException:
+        if present and not ours:
+            os.rename(chained, hook)  # nothing changed
+        raise
+    if ours:
+        return f"updated the guard in {hook}"
+    kept = f"; the hook that was there runs first, from {chained}" if present else ""
+    return f"installed the guard in {hook}{kept}"
+
+
+def uninstall_refs(hooks: str) -> str:
+    """Remove our reference-transaction hook and put back the chained one, if any."""
+    hook, chained = os.path.join(hooks, REFS_HOOK), os.path.join(hooks, REFS_CHAINED)
+    if os.path.lexists(hook) and not is_ours(hook):
+        raise GuardInstallError(f"{hook} is not agents-room's guard; left as it is")
+    if not os.path.lexists(hook) and not os.path.lexists(chained):
+        return f"no guard's {REFS_HOOK} hook in {hooks}; nothing changed"
     if os.path.lexists(chained):
         os.replace(chained, hook)
         return f"removed the guard from {hook}; the hook that was there is back"

@@ -71,40 +71,64 @@ def default_label() -> str:
         return f"uid-{os.getuid()}"
 
 
-def open_store(args: argparse.Namespace) -> Store:
-    """The command's store (``--db``, else ``$AGENTS_ROOM_DB``, else the default), never created:
-    where there is no store, there is nobody to speak to (as cli.open_store with create=False)."""
+def open_store(args: argparse.Namespace, *, create: bool) -> Store:
+    """The command's store (``--db``, else ``$AGENTS_ROOM_DB``, else the default). ``send``
+    creates it as an agent's join would (folder 0700, file 0600): a person may open the room
+    by speaking first, and the message waits in the room's history for the agents that join
+    later. ``inbox`` only looks (no_room.py)."""
+    from . import no_room
     from .store import Store
     from .store.location import resolve
 
-    return Store.open(resolve(args.db, source="--db"), create=False)
+    where = resolve(args.db, source="--db")
+    if create:
+        no_room.check(where)  # the reason a store cannot be made there, not only the failed mkdir
+    return Store.open(where, create=create)
 
 
 def send(args: argparse.Namespace) -> int:
     from .store import people
 
     body = sys.stdin.read() if args.body == "-" else args.body
-    with open_store(args) as store:  # no store: nobody to speak to, and none is made
+    with open_store(args, create=True) as store:  # a person may speak first: the store is made as a join makes it
         me, sent = people.send(store, cwd=os.getcwd(), label=args.label or default_label(), to=args.to,
                                subject=args.subject, body=body, room=args.room, reply_to=args.reply_to,
                                ttl_s=args.ttl_s)
+        rooms = people.rooms_of(store, me)
     if args.json:
         _print_json({"session_id": me, "message_id": sent.message_id, "recipients": sent.recipients,
-                    "warning": sent.warning})
+                    "rooms": rooms, "warning": sent.warning})
         return 0
-    who = ", ".join(sent.recipients) or "nobody"
+    if not sent.recipients:  # not an error (the seed): it waits in the history of the rooms it was said in
+        print(f"sent message {sent.message_id} as session {me}: it reached 0 sessions; it stays in the history of "
+              f"{', '.join(rooms)}, which agents that join later read (room_history)")
+        if sent.warning and args.to != "*":  # '*' to an empty room is how a room starts; a tag may be mistyped
+            print(f"warning: {visible(sent.warning)}")
+        return 0
     print(f"sent message {sent.message_id} as session {me} to {len(sent.recipients)} "
-          f"session{'' if len(sent.recipients) == 1 else 's'}: {who}")
-    if sent.warning:
-        print(f"warning: {visible(sent.warning)}")
+          f"session{'' if len(sent.recipients) == 1 else 's'}: {', '.join(sent.recipients)}")
     return 0
 
 
 def inbox(args: argparse.Namespace) -> int:
     from .store import bounds, people
 
+    from . import no_room
+    from .store.errors import NoStore
+    from .store.location import resolve
+
     limit = bounds.limit(args.limit, 100)  # refused before anything is opened
-    with open_store(args) as store:
+    try:
+        found = open_store(args, create=False)
+    except NoStore:
+        where = resolve(args.db, source="--db")
+        if args.json:
+            print(no_room.line(where), file=sys.stderr)
+            _print_json({"session_id": None, "messages": [], "inbox": None})
+        else:
+            print(f"no messages: {no_room.line(where)}")
+        return 0
+    with found as store:
         me = people.session_of(store)
         if me is None:
             print(f"no messages: you have no session in {store.path} yet (agents-room send makes it)")

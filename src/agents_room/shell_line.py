@@ -1,5 +1,6 @@
-"""The one rule for every shell line agents-room writes into a file a shell runs later (hook
-commands in a harness's settings, the guard's pre-commit hook): each word that comes from this
+"""The one rule for every shell line agents-room writes into a file a shell runs later (the
+guard's pre-commit and reference-transaction hooks here; the harnesses' hook lines in
+harnesses/hook_line.py, by the same rule): each word that comes from this
 machine (an interpreter's path, the package's folder, a store location, a message naming
 them) is quoted as POSIX ``sh`` reads it (:func:`shlex.quote`: single quotes, a ``'`` inside
 written ``'"'"'``), so a folder named ``/home/o'brien``, ``$(...)``, with spaces or a newline,
@@ -18,13 +19,6 @@ def word(text: str) -> str:
 def line(*words: str) -> str:
     """A command of these words, each quoted."""
     return " ".join(word(w) for w in words)
-
-
-def with_env(name: str, value: str, command: str) -> str:
-    """``command`` (a line built here) run with ``name`` set to ``value`` in its environment."""
-    if not name.isidentifier():
-        raise ValueError(f"{name!r} is not a variable name")
-    return f"{name}={word(value)} {command}"
 
 
 def say(message: str) -> str:

@@ -123,8 +123,8 @@ def test_leases_taken_faster_than_the_matching_start_the_send_again_then_make_it
     stays bounded either way."""
     import contextlib
 
-    from agents_room.store import SNAPSHOTS, StoreBusy
-    from agents_room.store.messages import LATE_MAX
+    from agents_room.store import StoreBusy
+    from agents_room.store.messages import LATE_MAX, SNAPSHOTS
 
     sender, holder = join(label="sender"), join(label="holder")
     real_read, taken = store.db.read, [0]

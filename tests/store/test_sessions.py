@@ -364,3 +364,19 @@ def test_prune_refuses_a_negative_quiet_time(store: Store) -> None:
     with pytest.raises(InvalidArgument) as err:
         store.prune(-1)
     assert err.value.field == "quiet_s"
+
+
+def test_sessions_by_id_or_key_finds_the_id_and_every_session_of_the_key(store: Store, join: Callable[..., str]) -> None:
+    """What a server asks to learn whether an id is its agent's (server/selves.py): the id's
+    own session first, live or left, then every session of the harness key."""
+    key = str(uuid.uuid4())
+    old = join(harness_key=key)
+    store.room_leave(old)
+    new = join(harness_key=key)
+    other = join(label="bob")
+    found = store.sessions_by_id_or_key(other, key.upper())
+    assert found[0].id == other and found[0].label == "bob"
+    by_id = {s.id: s for s in found[1:]}
+    assert set(by_id) == {new, old} and by_id[old].left_at is not None and by_id[new].harness_key == key
+    assert [s.id for s in store.sessions_by_id_or_key(other, None)] == [other]
+    assert store.sessions_by_id_or_key("0" * 16, None) == []

@@ -23,8 +23,12 @@ what is news (store/delivery.py), loaded alone (agents_room/harnesses/hook_store
 probe finds something does the store do the real work, by its own rules (store/news.py).
 Never ``mcp``.
 
+After its answer, a hook of a turn's start or end marks where the turn stands for the
+terminal wake lever, when the harness runs in a tmux pane (agents_room/harnesses/turns.py:
+``os`` only, and a small file write only in tmux).
+
 The installed hook command starts here through hook_entry.py, without ``site``; on its quiet
-path this module imports nothing but ``os``, those two stdlib-only modules of the store and
+path this module imports nothing but ``os``, turns.py, those two stdlib-only modules of the store and
 two of CPython's C modules (``_json``, ``_sqlite3``): ``argparse`` and ``json`` pull in ``re``
 (with ``enum``), ``sqlite3`` pulls in ``datetime``, which together cost about as much as the
 interpreter's own start.
@@ -35,6 +39,7 @@ from __future__ import annotations
 import os
 import sys
 
+from . import turns
 from .hook_store import store_modules
 
 # Annotations only: importing typing would cost this hot path more than its own query.
@@ -159,6 +164,9 @@ def run(args: argparse.Namespace | Args) -> int:
             return wait(_keys(data), _ancestors(), path, lean=lean, timeout=args.timeout, poll=args.poll,
                         busy_timeout_s=BUSY_TIMEOUT_S)
         out = respond(data, path, args.event, news=delivery.news_sql() if lean else None)
+        # The pane's turn mark (the terminal wake lever's, agents_room/harnesses/turns.py): after
+        # the answer, so an end of turn that the news kept going is not marked idle.
+        turns.record(args.event or data.get("hook_event_name") or "", bool(out and out.get("decision") == "block"))
         if args.format == "cursor":
             out = for_cursor(out)
     except Exception as exc:  # noqa: BLE001 (a hook must never fail the harness)

@@ -15,6 +15,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .programs import INTERPRETERS, PROGRAMS, program_names  # noqa: F401 (the names this module gave)
+
 
 @dataclass(frozen=True)
 class Identity:
@@ -25,15 +27,6 @@ class Identity:
     pid: int | None
     harness: str
     harness_key: str | None
-
-
-# Harness programs by the name they run under: the parent of a stdio server is its harness.
-# Codex starts its servers from its native binary `codex`; Gemini CLI from node running its
-# `gemini` script; Claude Code from its binary (`claude`, `claude.exe` as npm installs it).
-PROGRAMS = {"codex": "codex", "gemini": "gemini", "claude": "claude-code", "claude.exe": "claude-code",
-            "cursor": "cursor", "cursor-agent": "cursor"}
-# Interpreters a harness may run as a script under: the script names the harness.
-INTERPRETERS = frozenset({"node", "nodejs", "bun", "deno"})
 
 
 def detect_harness(env: Mapping[str, str], parent: int | None = None) -> str:
@@ -54,30 +47,6 @@ def detect_harness(env: Mapping[str, str], parent: int | None = None) -> str:
             if name in PROGRAMS:
                 return PROGRAMS[name]
     return "unknown"
-
-
-def program_names(pid: int, proc: str = "/proc") -> list[str]:
-    """What process ``pid`` runs, as base names: its executable, its ``argv[0]``, and the
-    script an interpreter (node) runs. Two small reads; empty when the process is gone or not
-    ours to read."""
-    names = []
-    try:
-        names.append(os.path.basename(os.readlink(f"{proc}/{pid}/exe")))
-    except OSError:
-        pass
-    try:
-        with open(f"{proc}/{pid}/cmdline", "rb") as f:
-            argv = f.read(4096).split(b"\0")
-    except OSError:
-        return names
-    args = [a.decode("utf-8", "replace") for a in argv if a]
-    if args:
-        names.append(os.path.basename(args[0]))
-        if os.path.basename(args[0]) in INTERPRETERS or (names and names[0] in INTERPRETERS):
-            script = next((a for a in args[1:] if not a.startswith("-")), None)
-            if script:
-                names.append(os.path.basename(script))
-    return names
 
 
 def default_harness_key(env: Mapping[str, str]) -> str | None:
@@ -102,10 +71,79 @@ def project_dir(env: Mapping[str, str]) -> str:
 
 
 def for_stdio(env: Mapping[str, str] | None = None) -> Identity:
-    """A stdio server serves exactly one agent: the harness that spawned it (our parent)."""
+    """A stdio server serves exactly one agent: the harness that spawned it (our parent), or
+    the terminal client that started it (:func:`conversation_holder`)."""
     env = os.environ if env is None else env
     parent = os.getppid()
-    return Identity(project_dir(env), parent, detect_harness(env, parent), default_harness_key(env))
+    harness = detect_harness(env, parent)
+    return Identity(project_dir(env), conversation_holder(parent), harness, default_harness_key(env))
+
+
+def conversation_holder(parent: int, proc: str = "/proc") -> int:
+    """The process whose life is the conversation's. Usually our parent. Interactive Codex
+    (0.171) runs its threads, and so their MCP servers, in a managed ``codex app-server``
+    daemon that its TUI starts and that outlives it: a session recorded with the daemon's pid
+    stayed alive after its person quit Codex. When our parent is that daemon, its parent is
+    a Codex TUI, and that TUI is the only one running with the daemon's ``HOME`` (a second
+    TUI of that ``HOME`` attaches to the same daemon, and nothing tells which TUI a thread's
+    server serves), that TUI holds the conversation and its pid is recorded. Otherwise the
+    daemon's is, as before."""
+    if not is_codex_daemon(parent, proc):
+        return parent
+    grand = _parent_of(parent, proc)
+    if grand is None or grand <= 1 or not _is_codex_tui(grand, proc):
+        return parent
+    home = _env_value(parent, b"HOME", proc)
+    tuis = [int(e) for e in _listdir(proc) if e.isdigit() and int(e) != grand and _is_codex_tui(int(e), proc)
+            and _env_value(int(e), b"HOME", proc) == home]
+    return parent if tuis else grand
+
+
+def is_codex_daemon(pid: int, proc: str = "/proc") -> bool:
+    """Is ``pid`` a ``codex app-server`` (the daemon interactive Codex runs its threads in)?"""
+    return "codex" in program_names(pid, proc) and b"app-server" in _argv(pid, proc)
+
+
+def _is_codex_tui(pid: int, proc: str) -> bool:
+    """Codex's own binary (not the npm wrapper's node) running something other than app-server."""
+    try:
+        exe = os.path.basename(os.readlink(f"{proc}/{pid}/exe"))
+    except OSError:
+        return False
+    return exe == "codex" and b"app-server" not in _argv(pid, proc)
+
+
+def _parent_of(pid: int, proc: str) -> int | None:
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _env_value(pid: int, name: bytes, proc: str) -> bytes | None:
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as f:
+            items = f.read().split(b"\0")
+    except OSError:
+        return None
+    return next((item[len(name) + 1:] for item in items if item.startswith(name + b"=")), None)
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _argv(pid: int, proc: str) -> list[bytes]:
+    try:
+        with open(f"{proc}/{pid}/cmdline", "rb") as f:
+            return f.read(4096).split(b"\0")
+    except OSError:
+        return []
 
 
 def for_http(env: Mapping[str, str] | None = None) -> Identity:

@@ -17,6 +17,8 @@ from ..parser import not_empty
 from .registry import HARNESSES
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .config_change import Change, Store
 
 
@@ -42,6 +44,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--follow-links", action="store_true",
                    help="write through a symbolic link that leads out of the project (or, for user scope, out of "
                    "the home folder); refused otherwise, since a repository can commit such a link")
+    p.add_argument("--edits", choices=["claim", "check", "off"], default="claim",
+                   help="the edit guard on the harness's file-writing tools: claim (default) denies an edit of a "
+                   "file another session holds and leases it to the editor; check only denies; off installs none")
     p.set_defaults(run=run)
     return p
 
@@ -59,6 +64,7 @@ def folder(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from . import editguard_install
     from .config_change import InstallError
     from .registry import harness, plan
 
@@ -68,9 +74,15 @@ def run(args: argparse.Namespace) -> int:
     scope = args.scope or module.SCOPE
     root, home = Path(args.dir or os.getcwd()).absolute(), Path(os.path.expanduser("~"))
     try:
+        check_store_location(getattr(args, "db", None))
         changes = plan(args.harness, scope, root, home, executable(args.command, by_name=module.by_name(scope)),
                        hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
+        changes = editguard_install.extend(changes, args.harness, scope, root, home, getattr(args, "edits", "claim"),
+                                           store_setting(getattr(args, "db", None)))
+        if not args.dry_run:
+            private_folders(changes, home)
         report(changes, dry_run=args.dry_run, folders=(root, home), follow_links=args.follow_links)
+        keep_out_of_git(changes, root, dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"
         for note in module.notes(scope, dry_run=args.dry_run, on_path=on_path):
             print(note)
@@ -112,6 +124,72 @@ def store_setting(given: str | None) -> Store | None:
         return Store(location.target, portable=False)
 
 
+def check_store_location(given: str | None) -> None:
+    """Refuse, before anything is written, a store location where no store can ever be made on
+    this machine (a folder on the way that is a file, a folder nothing can be made in:
+    store/location.py, ``unusable``): the agent's server would fail to start there. A
+    location with no store yet is fine: the first join or ``agents-room send`` makes it."""
+    from ..store import StoreError
+    from ..store.location import resolve, unusable
+    from .config_change import InstallError
+
+    try:
+        location = resolve(given, source="--db") if given else resolve()
+    except StoreError as exc:
+        raise InstallError(exc.text) from None
+    problem = unusable(location)
+    if problem:
+        raise InstallError(f"no store can be made at {location} ({location.origin}): {problem}; nothing was written")
+
+
+def keep_out_of_git(changes: list[Change], root: Path, *, dry_run: bool) -> None:
+    """Keep each machine-only file install wrote inside the project (audience ``LOCAL``, e.g.
+    ``.claude/settings.local.json``: absolute paths of this installation) out of git, by a line
+    in the clone's ``.git/info/exclude`` (``git rev-parse --git-path``: a worktree's is its
+    main clone's). Not ``.gitignore``: that file is committed, so keeping one machine's file
+    out would itself be a change to commit for everyone; the exclude file is this clone's own.
+    A file git already ignores (a ``.gitignore`` line the team prefers, a global ignore) is
+    left alone, and so is a project that is no git work tree. A file git already tracks is
+    named, since no ignore rule untracks it."""
+    import subprocess
+    from pathlib import Path
+
+    from .config_change import LOCAL
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
+                              stdin=subprocess.DEVNULL)
+
+    local = [c.path for c in changes if c.audience == LOCAL and c.path.is_relative_to(root)]
+    if not local:
+        return
+    try:
+        top = git("rev-parse", "--show-toplevel")
+    except OSError:  # no git on this machine: nothing to keep anything out of
+        return
+    if top.returncode != 0:
+        return
+    base = Path(os.path.realpath(top.stdout.strip()))
+    for path in local:
+        if not dry_run and not path.exists():
+            continue
+        rel = Path(os.path.realpath(path.parent), path.name).relative_to(base).as_posix()
+        if git("check-ignore", "-q", "--no-index", rel).returncode == 0:
+            continue
+        exclude = root / git("rev-parse", "--git-path", "info/exclude").stdout.strip()
+        line = "/" + "".join("\\" + ch if ch in "*?[\\#!" else ch for ch in rel)
+        if dry_run:
+            print(f"would add {line} to {exclude}: {path} is this machine's only; git would not show it")
+            continue
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        before = exclude.read_text() if exclude.exists() else ""
+        with exclude.open("a") as f:
+            f.write(("" if not before or before.endswith("\n") else "\n") + line + "\n")
+        print(f"kept out of git: {path} ({line} added to {exclude}, this clone's own ignore list)")
+        if git("ls-files", "--error-unmatch", rel).returncode == 0:
+            print(f"    {rel} is already tracked: `git rm --cached {rel}` keeps it on disk and out of the next commit")
+
+
 def executable(given: str | None, *, by_name: bool = True) -> str:
     """``agents-room`` when that name on PATH is this installation and ``by_name`` allows it
     (a file a team commits), else the absolute path of this installation's script: the one
@@ -133,12 +211,22 @@ def executable(given: str | None, *, by_name: bool = True) -> str:
 def hook_command() -> str:
     """The hook command for the harness's shell: this installation's interpreter, without
     ``site``, on its hook entry (agents_room/hook_entry.py says why), so each hook event costs little more
-    than the interpreter's bare start. It does the same as ``agents-room hook``. The entry stays
-    at ``agents_room/hook_entry.py``, the path earlier installs wrote into users' settings."""
-    from ..shell_line import line
+    than the interpreter's bare start. It does the same as ``agents-room hook``. The lines each
+    harness module writes around it: :mod:`.hook_line`."""
+    from .hook_line import lean
 
-    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hook_entry.py")
-    return line(sys.executable, "-I", "-S", entry)
+    return lean()
+
+
+def private_folders(changes: list[Change], home: Path) -> None:
+    """``~/.agents-room``, where the launcher goes (:func:`.config_change.launcher_change`), is
+    also the default store's folder, which the store keeps private (0700,
+    store/sqlite/opening.py): created so here when the launcher comes first."""
+    from .hook_line import LAUNCHER
+
+    folder = home / LAUNCHER.rpartition("/")[0]
+    if any(c.changed and c.path.parent == folder for c in changes):
+        os.makedirs(folder, mode=0o700, exist_ok=True)
 
 
 def belongs_to(path: Path, folders: tuple[Path, ...]) -> Path:

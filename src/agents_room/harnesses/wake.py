@@ -19,6 +19,9 @@ Levers here:
 - :class:`StopHookLever`: Claude Code's ``asyncRewake`` Stop hook (``agents-room hook
   --wait``): the waiting hook prints the facts on stderr and exits 2.
 - the Claude Code channel: :mod:`agents_room.harnesses.channel` (it needs the MCP connection).
+- :class:`~agents_room.harnesses.terminal.TerminalLever`: typing into the tmux pane the harness
+  runs in, for a harness with no lever of its own; a lever with a ``ready()`` is only
+  signalled through while it says it can be (a pane that waits for its person).
 
 Which lever a server process records comes from its environment: :func:`lever_name`.
 """
@@ -39,10 +42,12 @@ from typing import IO, Any, Protocol
 from ..store import RETRY_WINDOW_S, Pending, Session, Store
 from ..store.mailwait import MailWaiter
 from ..store.wake import describe
+from . import terminal
 
 CHANNEL = "claude-channel"
 COMMAND = "command"
 STOP_HOOK = "stop-hook"
+TERMINAL = terminal.TERMINAL
 
 
 class WakeLever(Protocol):
@@ -79,6 +84,9 @@ def deliver(
     out = []
     for offer in store.wake_offers(session_id=session_id, lever=None if session_id else lever.name, retry_s=retry_s):
         sid = offer.session.id
+        ready = getattr(lever, "ready", None)
+        if ready is not None and not ready():
+            continue  # no signal now (the terminal lever's busy pane): it stays as it is, looked at again
         mine = offer.session.wake_lever == lever.name
         due = [p.message_id for p in offer.pending if mine or (adopt_retries and p.state == "offered")]
         if not due:
@@ -154,17 +162,20 @@ class StopHookLever:
         return None
 
 
-def lever_name(env: Mapping[str, str]) -> str | None:
+def lever_name(env: Mapping[str, str], harness_pid: int | None = None) -> str | None:
     """The lever a stdio server process provides for its agent, recorded at ``room_join``:
     the channel when ``$AGENTS_ROOM_CHANNEL=1``, else a working ``$AGENTS_ROOM_WAKE_COMMAND``,
     else the Stop hook when ``$AGENTS_ROOM_WAKE_LEVER=stop-hook`` (``agents-room install``
-    sets it beside the hook), else none."""
+    sets it beside the hook), else the terminal when the harness (``harness_pid``) runs in a
+    tmux pane and the person did not turn it off (agents_room/harnesses/terminal.py), else none."""
     if env.get("AGENTS_ROOM_CHANNEL") == "1":
         return CHANNEL
     if CommandLever.from_env(env) is not None:
         return COMMAND
     if env.get("AGENTS_ROOM_WAKE_LEVER") == STOP_HOOK:
         return STOP_HOOK
+    if terminal.TerminalLever.from_env(env, harness_pid) is not None:
+        return TERMINAL
     return None
 
 
@@ -175,6 +186,10 @@ POLL_S = 0.3
 RETRY_LOOK_S = 5.0
 # The longest a watcher blocks in one wait: how soon it notices it should stop.
 WAIT_CHUNK_S = 1.0
+# While its lever declined to signal due mail (``lever.waiting``: the terminal lever's pane was
+# busy), the watcher looks again this often: a pane is idle again the moment its person's or
+# its harness's turn ends, and the mail should not wait for the retry look.
+BUSY_LOOK_S = 0.5
 
 
 class Watcher:
@@ -209,6 +224,8 @@ class Watcher:
         left = max(0.0, RETRY_LOOK_S - (now - last_look))
         if waiter.pushed and self.session_id is None:
             left = min(left, self.poll_s)
+        if getattr(self.lever, "waiting", False):
+            left = min(left, max(0.0, BUSY_LOOK_S - (now - last_look)))
         return min(left, WAIT_CHUNK_S)
 
     def step(self, waiter: MailWaiter, last_look: float, now: float | None = None, wait_s: float = 0.0) -> float:
@@ -216,10 +233,14 @@ class Watcher:
         may be due, or the session is still to be found; returns the time of the last look."""
         told = waiter.wait(wait_s)
         now = time.monotonic() if now is None else now
-        if not told and now - last_look < RETRY_LOOK_S and not (waiter.pushed and self.session_id is None):
+        busy_look = getattr(self.lever, "waiting", False) and now - last_look >= BUSY_LOOK_S
+        if (not told and now - last_look < RETRY_LOOK_S and not busy_look
+                and not (waiter.pushed and self.session_id is None)):
             return last_look
         self.session_id = self.find()
         waiter.watch(self.session_id)
+        if hasattr(self.lever, "waiting"):
+            self.lever.waiting = False  # set again by the lever if it declines in this look
         if self.session_id is not None:
             deliver(self.store, self.lever, session_id=self.session_id, retry_s=self.retry_s)
         return now
@@ -252,6 +273,14 @@ def session_finder(store: Store, harness_key: str | None, pid: int | None) -> Ca
 def command_watcher(store: Store, identity: Any, env: Mapping[str, str]) -> Watcher | None:
     """The running watcher of a stdio server whose agent's lever is ``$AGENTS_ROOM_WAKE_COMMAND``."""
     lever = CommandLever.from_env(env)
+    if lever is None:
+        return None
+    return Watcher(store, lever, session_finder(store, identity.harness_key, identity.pid)).start()
+
+
+def terminal_watcher(store: Store, identity: Any, env: Mapping[str, str]) -> Watcher | None:
+    """The running watcher of a stdio server whose agent runs in a tmux pane (the terminal lever)."""
+    lever = terminal.TerminalLever.from_env(env, identity.pid)
     if lever is None:
         return None
     return Watcher(store, lever, session_finder(store, identity.harness_key, identity.pid)).start()

@@ -33,7 +33,9 @@ repositories. It holds presence, messages, file leases and a record of what you 
 
 1. Call room_join once, first. It returns your session_id (16 lowercase hex): keep it and pass
    it as session_id to every other tool. Your harness key (a UUID such as 2b50133e-...) is a
-   different id: only room_join takes it, as harness_key; it is never a session_id.
+   different id: only room_join takes it, as harness_key; it is never a session_id. Over a
+   shared HTTP server room_join also returns a credential: pass that as session_id instead.
+   Other agents' ids (room_who shows them) are for msg_send's `to`, never your session_id.
 2. Before editing a file another agent might touch, lease_claim it; lease_release it when done.
    If the claim is denied, the answer names the holder: msg_send them or work elsewhere.
 3. note_read a file when you read it; drift_check it before you edit it, to learn whether it
@@ -41,8 +43,8 @@ repositories. It holds presence, messages, file leases and a record of what you 
 4. msg_recv reads your messages; msg_send to '*' reaches everyone sharing a room with you;
    room_who shows who is here; room_history shows what was said before you joined.
 
-Errors start with a code: unknown_session (the session_id names no live session: the text
-says what it probably is; room_join again if yours ended), invalid_argument: <field> (fix that
+Errors start with a code: unknown_session (the session_id names no live session, or another
+agent's: the text says what it probably is and which id is yours; room_join again if yours ended), invalid_argument: <field> (fix that
 argument), lease_not_held, not_recipient, store_busy (the store was busy: retry in a moment,
 nothing changed), store_error (the store failed; when it says the store is unreachable, call again in a
 little while; otherwise tell your human).

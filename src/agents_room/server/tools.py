@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Field
 from ..harnesses.identity import Identity, agent_process
 from ..store import Store
 from ..store.jsontext import compact_json
+from .selves import Selves
 
 
 @dataclasses.dataclass
@@ -35,6 +36,12 @@ class State:
     # a session at autonomy ``wake`` are marked undeliverable). Set by whoever runs the server
     # once the harness has a wake lever; room_join records it on the session.
     wake_lever: str | None = None
+    # The sessions this process may act for (selves.py); made from the identity when not given.
+    selves: Selves = dataclasses.field(default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.selves is None:
+            self.selves = Selves(self.identity.harness_key)
 
 
 def _no_bool(value: Any) -> Any:
@@ -52,7 +59,8 @@ def _says(description: str) -> Any:
 Whole = Annotated[int, BeforeValidator(_no_bool)]
 Level = Literal["hold", "notify", "wake"]
 SessionId = Annotated[str, _says(
-    "Your session id: the 16 lowercase hex characters room_join returned. Not your harness key (a UUID).")]
+    "Your session id: the 16 lowercase hex characters room_join returned (over HTTP: the credential it returned). "
+    "Not your harness key (a UUID), nor another agent's id.")]
 OptionalSessionId = Annotated[str | None, _says("Your session id from room_join (16 lowercase hex); optional here.")]
 PathArg = Annotated[str, _says(
     "The file, absolute or relative to your working directory (made absolute before use); at most 4096 bytes.")]
@@ -89,6 +97,11 @@ _WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHi
 
 def _store(ctx: Context) -> Store:
     return _state(ctx).store
+
+
+def headers(ctx: Context) -> Any:
+    """The HTTP request's headers, ``None`` over stdio (or in process)."""
+    return getattr(getattr(ctx.request_context, "request", None), "headers", None)
 
 
 def _state(ctx: Context) -> State:
@@ -138,18 +151,21 @@ def room_join(
     you. Calling it again with the same harness key rejoins the same session (rooms added,
     label and tags replaced when given). Returns session_id, rooms, autonomy, rejoined, store (the
     store you are on: agents on another store never see you), and a warning when something was
-    not applied as asked (e.g. autonomy lowered or clamped by a room cap).
+    not applied as asked (e.g. autonomy lowered or clamped by a room cap). Over a shared HTTP
+    server also credential: pass it as session_id (the bare id is a name others see, not a key).
+    Messages said in your rooms before you joined are not delivered to you: room_history shows them.
     Errors: invalid_argument: <field> names the malformed argument."""
     s = _state(ctx)
     me = s.identity
     pid, host = me.pid, None
+    sent = headers(ctx)
     if pid is None:  # a shared (HTTP) server: the client may name its agent's process (identity.py)
-        pid, host = agent_process(getattr(getattr(ctx.request_context, "request", None), "headers", None))
+        pid, host = agent_process(sent)
     joined = plain(s.store.room_join(
         cwd=me.cwd, pid=pid, room=room, extra_rooms=extra_rooms, label=label, tags=tags, autonomy=autonomy,
         harness=harness or me.harness, harness_key=harness_key or me.harness_key, wake_lever=s.wake_lever, host=host,
     ))
-    return {**joined, "store": s.store.path}
+    return {**joined, "store": s.store.path, **s.selves.joined_as(joined["session_id"], sent)}
 
 
 def room_leave(ctx: Context, session_id: SessionId) -> dict[str, Any]:
@@ -338,10 +354,18 @@ def _answering(fn: Any) -> Any:
     once more as one line of JSON text. The SDK would otherwise re-validate and re-serialize
     the dict and render an indented text (a third more of the model's context, for nothing);
     it passes a ``CallToolResult`` through, checked against the same output schema, which
-    the SDK still reads from ``fn``'s annotations."""
+    the SDK still reads from ``fn``'s annotations. A ``session_id`` is first checked to be one
+    this server acts for (selves.py): one set lookup for the sessions it joined (a credential
+    given in its place becomes the id it names)."""
+
+    takes_session = "session_id" in inspect.signature(fn).parameters
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> CallToolResult:
+        if takes_session and kwargs.get("session_id") is not None:  # a name, not a key (selves.py)
+            ctx = kwargs["ctx"]
+            state = _state(ctx)
+            kwargs["session_id"] = state.selves.check(state.store, kwargs["session_id"], headers(ctx))
         result = fn(*args, **kwargs)
         return CallToolResult(content=[TextContent(type="text", text=_ONE_LINE(result))], structured_content=result)
 

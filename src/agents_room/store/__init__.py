@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import bounds, callcounts, leases, messages, overview, paths, reads, rooms, sessions
+from . import bounds, callcounts, editclaim, leases, messages, news, overview, paths, reads, rooms, sessions
 from .clock import Clock
 from .errors import (
     ERROR_CODES,
@@ -54,8 +54,6 @@ __all__ = [
 # A read-only call records last_seen only when the stored value is older than this, so
 # reads stay reads (no write lock) under load.
 TOUCH_INTERVAL_S = 30.0
-# Read snapshots a file: selector is matched against before a send gives up (store/messages.py, Stale).
-SNAPSHOTS = 3
 
 
 class Store(WakeCalls):
@@ -120,21 +118,18 @@ class Store(WakeCalls):
             with contextlib.suppress(StoreBusy), self.db.write() as tx:
                 tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
 
-    def _readable_path(self, value: Any, me: Caller, tx: Any = None) -> str:
-        """``value`` as the canonical path ``me`` may read: not the store's own file, and
-        inside its repository or that of a live session sharing a room with it (in ``tx``,
-        else a read transaction of its own, only when the path is outside its own)."""
-        path = bounds.path(value, me.cwd)  # canonical: the real path of the file
+    def _readable_path(self, value: Any, cwd: str, me: Caller | None = None, tx: Any = None) -> str:
+        """``value`` canonical, never the store's file; for ``me``, in its repositories (reads.py)."""
+        path = bounds.path(value, cwd)  # canonical: the real path of the file
         if path in self.own_files:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
 
-        def others() -> list[str]:
-            if tx is not None:
-                return rooms.peer_folders(tx, me.id)
-            with self.db.read() as own:
-                return rooms.peer_folders(own, me.id)
+        def others() -> list[str]:  # in tx, else a read of its own: only for a path outside its repository
+            with contextlib.nullcontext(tx) if tx is not None else self.db.read() as t:
+                return rooms.peer_folders(t, me.id) if me else []
 
-        reads.within_repository(path, me.cwd, others)
+        if me is not None:
+            reads.within_repository(path, me.cwd, others)
         return path
 
     # -- sessions and rooms ---------------------------------------------------------------------
@@ -154,7 +149,7 @@ class Store(WakeCalls):
         harness_key = bounds.harness_key(harness_key)
         # Canonical, whoever hands it over (a harness may show its logical PWD): the repo room
         # and every relative path of the session are made from it (store/paths.py).
-        cwd = paths.canonical(os.path.abspath(cwd))
+        cwd = paths.canonical(paths.absolute(cwd))
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:
             joined = sessions.join(
@@ -228,7 +223,7 @@ class Store(WakeCalls):
         body = bounds.body(body)
         reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
         ttl = bounds.message_ttl(ttl_s)
-        for _ in range(SNAPSHOTS):
+        for _ in range(messages.SNAPSHOTS):
             known = messages.match_outside(self.db.read, to)  # a file: glob's costly part, outside the lock
             try:
                 with self.db.write() as tx:
@@ -236,8 +231,8 @@ class Store(WakeCalls):
                     return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path, known)
             except messages.Stale:  # leases came faster than the matching: again, from a new snapshot
                 continue
-        raise StoreBusy(f"the live leases changed faster than the file: selector could be matched ({SNAPSHOTS} "
-                        "tries); nothing was sent, try again")
+        raise StoreBusy(f"the live leases changed faster than the file: selector could be matched "
+                        f"({messages.SNAPSHOTS} tries); nothing was sent, try again")
 
     def msg_recv(self, session_id: Any, limit: Any = None) -> Received:
         n = bounds.limit(limit, 100)
@@ -291,7 +286,8 @@ class Store(WakeCalls):
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             where, spelled = bounds.lease_paths(path, me.cwd)
-            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path)
+            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path,
+                                idents=tuple(paths.identities(where, me.cwd)))
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
@@ -313,7 +309,8 @@ class Store(WakeCalls):
     def lease_check(self, session_id: Any, path: Any) -> LeaseState:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            holders = leases.check(tx, *bounds.lease_paths(path, me.cwd))
+            where, spelled = bounds.lease_paths(path, me.cwd)
+            holders = leases.check(tx, where, spelled, tuple(paths.identities(where, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
@@ -331,7 +328,7 @@ class Store(WakeCalls):
         while holding the write lock."""
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-        normal = self._readable_path(path, me)
+        normal = self._readable_path(path, me.cwd, me)
         digest = reads.file_hash(normal)
         if digest is None:
             raise InvalidArgument("path", f"{normal} does not exist")
@@ -342,10 +339,35 @@ class Store(WakeCalls):
     def drift_check(self, session_id: Any, path: Any) -> Drift:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            normal = self._readable_path(path, me, tx)
-            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
+            normal = self._readable_path(path, me.cwd, me, tx)
+            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd),
+                                      tuple(paths.identities(normal, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return drift
+
+    def sessions_by_id_or_key(self, session_id: str, harness_key: str | None) -> list[Session]:
+        """The session whose id is ``session_id`` and every session whose harness key is
+        ``harness_key``, live or left (the id's own first, then newest first): what an adapter asks to learn whether
+        an id belongs to the agent it serves (server/selves.py). One read; no touch."""
+        key = harness_key.lower() if harness_key else None
+        with self.db.read() as tx:
+            found = tx.all(
+                f"SELECT {news.COLUMNS} FROM sessions WHERE id = ? OR (CAST(? AS TEXT) IS NOT NULL AND harness_key = ?) "
+                "ORDER BY id = ? DESC, created_at DESC LIMIT 100",
+                (session_id, key, key, session_id),
+            )
+        return [Session.from_row(row) for row in found]
+
+    # -- the edit guard (store/editclaim.py) --------------------------------------------------------
+
+    def edit_claim(self, *, cwd: str, files: list[str], harness: str, **kw: Any) -> editclaim.Verdict:
+        """The edit guard's question for one tool call that would write ``files``: may it, and
+        (``claim``) an exclusive lease of each for its session (:func:`.editclaim.edit_claim`)."""
+        return editclaim.edit_claim(self, cwd=cwd, files=files, harness=harness, **kw)
+
+    def edit_read(self, *, cwd: str, path: str, harness: str, **kw: Any) -> str | None:
+        """The read baseline a harness's read tool records (:func:`.editclaim.edit_read`)."""
+        return editclaim.edit_read(self, cwd=cwd, path=path, harness=harness, **kw)
 
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
         """Everything a live view shows (store/overview.py), of ``room`` or of every room, with

@@ -74,6 +74,11 @@ class StoreError(RoomError):
     definite = False
 
 
+class NoStore(StoreError):
+    """There is no store at the location yet, and the command only looks, so it made none.
+    Not a failure in itself: a room is made by the first agent's join or a person's send."""
+
+
 class StoreUnreachable(StoreError):
     """The database cannot be reached (PostgreSQL down, refusing, or out of the network's
     reach). Nothing was done; the next call tries to connect again."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from .engines import ACCEPTED, ENV, POSTGRES_SCHEMES, POSTGRESQL, SQLITE, default_path, locate, redact, scheme
 
 __all__ = ["ACCEPTED", "ENV", "POSTGRES_SCHEMES", "POSTGRESQL", "SQLITE", "Location", "default_sqlite_path",
-           "redact", "resolve", "scheme"]
+           "redact", "resolve", "scheme", "unusable"]
 
 
 def default_sqlite_path() -> Path:
@@ -52,3 +52,36 @@ def resolve(value: str | os.PathLike[str] | None = None, *, source: str | None =
     """The location ``value`` names (see :func:`.engines.locate`). Raises ``StoreError`` for a
     setting that could mean different stores to different agents."""
     return Location(*locate(value, source))
+
+
+def unusable(location: Location) -> str | None:
+    """Why a store can never be made (or opened) at ``location``, in one clause naming the
+    path; None when it exists or can be made: the nearest existing folder on the way is a
+    folder this user may make things in. Creates nothing that stays: ``install`` and ``doctor``
+    ask it before an agent's server would fail to start there. A PostgreSQL location is
+    judged by connecting, not here (None)."""
+    if location.engine != SQLITE:
+        return None
+    path = location.path
+    if path.exists():
+        if not path.is_file():
+            return f"{path} is not a regular file"
+        if not os.access(path, os.R_OK | os.W_OK):
+            return f"{path} cannot be read and written by this user"
+        return None
+    below = path.parent
+    while not below.exists():
+        if below.is_symlink():  # a dangling link: makedirs would fail on it
+            return f"{below} is a link to nothing"
+        below = below.parent
+    if not below.is_dir():
+        return f"{below} is a file, not a folder, so {path} cannot be made under it"
+    # Tried, not inferred from the mode: root passes every access() test, yet cannot make a
+    # folder in /proc or on a read-only mount. The probe folder is removed at once.
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".agents-room-probe-", dir=below))
+    except OSError as exc:
+        return f"nothing can be made in the folder {below} ({exc.strerror or exc}), so {path} cannot be made"
+    return None

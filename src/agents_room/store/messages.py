@@ -81,6 +81,7 @@ Matches = dict[tuple[str, str, str], bool]
 # At most this many matches inside the write transaction (leases taken since the snapshot);
 # more, and the send starts again from a new snapshot (:class:`Stale`).
 LATE_MAX = 16
+SNAPSHOTS = 3  # read snapshots a send is matched against before it is store_busy
 
 
 class Stale(Exception):
@@ -138,7 +139,11 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known:
         peers = set(_peers(tx, sender.id))
         return sorted(r[0] for r in tx.all("SELECT session_id FROM session_tags WHERE tag = ?", (tag,)) if r[0] in peers)
     if to.startswith("file:"):
-        patterns = _file_patterns(bounds.glob(to[5:]))
+        pattern = bounds.glob(to[5:])
+        patterns = _file_patterns(pattern)
+        if pattern.startswith("/") and pattern.endswith("/") and paths.is_file(patterns[-1]):
+            raise InvalidArgument("to", f"file:{pattern} ends with / but {patterns[-1].rstrip('/')} is a file, "
+                                        "not a directory: name it without the /")
         peers = set(_peers(tx, sender.id))
         late = 0
 

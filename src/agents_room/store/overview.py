@@ -159,7 +159,8 @@ def _members(tx: Tx, judge: Judge, room: str | None) -> list[MemberView]:
             r["id"], r["label"], r["harness"], r["cwd"], r["pid"], rooms_of.get(r["id"], []), json.loads(r["tags"]),
             r["autonomy"], r["last_seen"],
             judge(r["id"], r["pid"], r["harness_key"], r.get("host"), r["last_seen"], r.get("gone_at")),
-            key=short_key(r["harness_key"]), host=r.get("host"), unread=unread.get(r["id"], 0),
+            key=short_key(r["harness_key"]), host=r.get("host"), wake_lever=r.get("wake_lever"),
+            unread=unread.get(r["id"], 0),
         )
         for r in rows
     ]

@@ -54,7 +54,7 @@ def send(
     subject, body = bounds.subject(subject), bounds.body(body)
     reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
     ttl = bounds.message_ttl(ttl_s)
-    cwd = paths.canonical(os.path.abspath(cwd))  # as an agent's join makes it (Store.room_join)
+    cwd = paths.canonical(paths.absolute(cwd))  # as an agent's join makes it (Store.room_join)
     repo = rooms.repo_room(cwd)
     with store.db.write() as tx:
         joined = sessions.join(
@@ -73,3 +73,9 @@ def session_of(store: Any) -> str | None:
             "SELECT id FROM sessions WHERE harness_key = ? AND left_at IS NULL ORDER BY created_at DESC LIMIT 1",
             (person_key(store.host),),
         )
+
+
+def rooms_of(store: Any, session_id: str) -> list[str]:
+    """The rooms ``session_id`` is in, by name (read-only)."""
+    with store.db.read() as tx:
+        return [r[0] for r in tx.all("SELECT room FROM memberships WHERE session_id = ? ORDER BY room", (session_id,))]

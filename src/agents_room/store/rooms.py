@@ -60,6 +60,9 @@ class Member:
     last_seen: float
     liveness: Liveness
     host: str | None  # the host its server runs on (store/hosts.py); None: not recorded (an old store)
+    # how its agent is woken at autonomy `wake` (harnesses/wake.py: claude-channel, stop-hook,
+    # command, terminal); None: it has no lever, and mail to it at `wake` is undeliverable
+    wake_lever: str | None
 
 
 def leave(tx: Tx, session: Caller | Session, reason: str = "leave") -> list[str]:
@@ -108,7 +111,7 @@ def who(tx: Tx, judge: Judge, room: str | None, session: Caller | None) -> list[
         members.append(Member(
             s.id, s.label, s.harness, s.cwd, s.pid, (row[-1] or "").split("\n") if row[-1] else [],
             s.tags, s.autonomy, s.last_seen, judge(s.id, s.pid, s.harness_key, s.host, s.last_seen, s.gone_at),
-            s.host,
+            s.host, s.wake_lever,
         ))
     return members
 

@@ -17,6 +17,8 @@ from .news import COLUMNS
 from .engine import Tx
 
 LEVEL = {name: rank for rank, name in enumerate(bounds.AUTONOMY_LEVELS)}
+# The tag of a session the edit guard joined on its agent's behalf (store/editclaim.py).
+EDIT_GUARD_TAG = "edit-guard"
 
 
 @dataclass(frozen=True)
@@ -199,6 +201,17 @@ def join(
             (harness_key,),
         )
         existing = Session.from_row(row) if row else None
+    if existing is None and pid is not None:
+        # A session the edit guard joined for this harness process before its model joined
+        # (store/editclaim.py): the model's own join is that session, as a rejoin by key is.
+        by_pid = tx.one(
+            f"SELECT {', '.join('s.' + c.strip() for c in COLUMNS.split(','))} FROM sessions s "
+            "JOIN session_tags t ON t.session_id = s.id AND t.tag = ? "
+            "WHERE s.pid = ? AND s.left_at IS NULL AND s.host IS NOT DISTINCT FROM ? "
+            "AND (s.harness_key IS NULL OR s.harness_key = ?) ORDER BY s.created_at DESC LIMIT 1",
+            (EDIT_GUARD_TAG, pid, host, harness_key),
+        )
+        existing = None if by_pid is None else Session.from_row(by_pid)
 
     if existing is None:
         sid = os.urandom(8).hex()  # secrets.token_hex(8), without importing hmac and hashlib
@@ -213,8 +226,9 @@ def join(
         tx.execute(
             "UPDATE sessions SET cwd = ?, pid = coalesce(?, pid), harness = coalesce(?, harness), last_seen = ?, "
             "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever), host = ?, "
-            "gone_at = NULL WHERE id = ?",
-            (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, host, sid),
+            "gone_at = NULL, harness_key = coalesce(harness_key, ?) WHERE id = ?",
+            (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, host,
+             harness_key, sid),
         )
         stored_level = existing.autonomy
     if tags is not None:

@@ -21,7 +21,7 @@ def section(title: str) -> str:
 
 
 def extra_fields() -> set[str]:
-    """Keys of the ``extra`` dicts sim/run/agent.py adds to records (drain phase, open-loop time)."""
+    """Keys of the ``extra`` dicts sim/run/agent.py adds to records (drain phase, open-loop time, the think drawn)."""
     tree = ast.parse((ROOT / "sim" / "run" / "agent.py").read_text())
     keys: set[str] = set()
     for node in ast.walk(tree):
@@ -39,7 +39,7 @@ def test_the_record_fields_table_matches_what_is_written(tmp_path: Path) -> None
     written = set(w.write("invoke", "room_join", {}))
     w.close()
     documented = set(re.findall(r"^\| `(\w+)` \|", section("Records").split("### Result digests")[0], re.M))
-    assert extra_fields() == {"phase", "intended"}
+    assert extra_fields() == {"phase", "intended", "think_ms"}
     assert documented == written | extra_fields()
 
 

@@ -6,12 +6,15 @@ its report's side-by-side comparison holds the same tolerances (a second round t
 Tolerances, and why:
 - calls per agent per second within 20%: the counts are per minute, so the start-up joins and
   the final drain (a few calls per agent) fall in the window too;
-- think time mean within 35% of the scenario's 20 ms: the gap a server sees also holds the
-  agent's own work between calls (history, workload), well under a millisecond a call;
+- think time mean within 35% of the scenario's 20 ms, once what the machine added to each think
+  is taken out: the gap a server sees also holds the agent's own work between calls (history,
+  workload) and, on a loaded machine, the time it waited for a core; each call after a think
+  records the think drawn (``think_ms``), so the history tells the two apart;
 - each tool's share within 0.03 (absolute) of the history's;
 - lease hold p50 within 35% of the history's (a hold ends at its release, or its expiry);
 - broadcast fan-out within 10% of the 5 others every agent shares a room with.
-The second round trip: rate and think mean within 35%, hold p50 within 50% counted in calls
+The second round trip: rate and think mean within 35%, each net of what the second run's machine
+added to its thinks (the fitted think already holds the first's), hold p50 within 50% counted in calls
 (its ratio times the call rate's: a hold is a few calls long, so its median moves by whole
 calls, and in seconds it stretches with every call a loaded machine slows), shares within 0.03 of what the fitted shares predict once
 the second run's own final inbox drain is counted in (the store counts calls per minute, so
@@ -118,6 +121,21 @@ def drain_share(out: Path) -> float:
     return sum(1 for i in ops if i.get("phase") == "drain") / len(ops)
 
 
+def overhead_ms(out: Path) -> float:
+    """What the machine (and the workload's own waits) added to each think, on average: the gap
+    before each call that followed a think (its invoke carries the think drawn, ``think_ms``),
+    from the end of the agent's call before, minus that think. A loaded machine moves this, and
+    the gaps a store sees with it; the think drawn it does not move."""
+    last_end: dict[str, int] = {}
+    extra = []
+    for i, d in pairs(read(out / "history.jsonl.gz")):
+        if "think_ms" in i and i["agent"] in last_end and i.get("phase") != "drain":
+            extra.append((i["time"] - last_end[i["agent"]]) / 1e6 - i["think_ms"])
+        last_end[i["agent"]] = d["time"]
+    assert len(extra) > 100, len(extra)
+    return sum(extra) / len(extra)
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -140,7 +158,10 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
     calls, holds = truth(tmp_path / "first")
     total = sum(calls.values())
     assert near(f.calls_per_agent_s, total / 6 / 4, 0.20), (f.calls_per_agent_s, total / 24)
-    assert near(f.think_mean_ms, 20, 0.35), f.think_mean_ms
+    # The gap the store saw, less what the machine added to each think (from the run's own history):
+    # the think the agents drew, as the store measured it, against the scenario's 20 ms.
+    added = overhead_ms(tmp_path / "first")
+    assert near(f.think_mean_ms - added, 20, 0.35), (f.think_mean_ms, added)
     shares = dict(f.tools)
     for tool in STORE_TOOLS:
         assert abs(shares.get(tool, 0) - calls[tool] / total) <= 0.03, (tool, shares.get(tool), calls[tool] / total)
@@ -151,8 +172,17 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
 
     second = sim_run(path, tmp_path / "second")
     rows = {r["figure"]: r for r in second["fit"]["rows"]}
-    for figure in ("calls per agent per second", "think time mean"):
-        assert 0.65 <= rows[figure]["ratio"] <= 1.35, rows[figure]
+    # The fitted think time is the gap the first run's store saw, which held what that machine
+    # added (`added`). The second run's agents draw it and its machine adds its own again (1.362
+    # times the fitted mean was seen on a loaded machine): compared net of the second run's own
+    # addition, measured from its history, so only what load cannot move is compared: the think
+    # drawn, the gaps the store counted, the calls made per second of an agent's own time.
+    again = overhead_ms(tmp_path / "second")
+    think = rows["think time mean"]
+    assert 0.65 <= (think["run"] - again) / think["fitted"] <= 1.35, (think, again, added)
+    rate = rows["calls per agent per second"]
+    own_rate = 1 / (1 / rate["run"] - again / 1000)  # the calls per second, the machine's additions left out
+    assert 0.65 <= own_rate / rate["fitted"] <= 1.35, (rate, again, own_rate)
     # A hold is a few calls long, so in seconds it stretches as far as a loaded machine slows the
     # calls (1.54 was seen beside the rest of the suite and two busy loops): it is compared in
     # calls, its ratio times the call rate's.

@@ -144,7 +144,7 @@ def test_a_reply_the_wire_cannot_express_is_an_error_not_a_hang(model: ScriptedM
         first = events(http.post("/v1/messages", json=body).text)
         second = events(http.post("/v1/messages", json=body).text)
     texts = [e["delta"]["text"] for e in first + second if e["type"] == "content_block_delta"]
-    assert "must be ToolCall or Shell" in texts[0] and "args must be a dict" in texts[1]
+    assert "must be ToolCall, Shell or Native" in texts[0] and "args must be a dict" in texts[1]
     assert len(agent.errors) == 2
     assert httpx.post(f"http://127.0.0.1:{model.port}/v1/messages", json=body).status_code == 404
     assert model.unhandled == ["POST /v1/messages"]

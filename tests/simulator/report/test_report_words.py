@@ -93,14 +93,15 @@ def test_the_first_line_names_each_hosts_driver(data: dict[str, Any]) -> None:
     from rich.console import Console
 
     assert data["run"]["drivers"] == {}  # no [hosts]: the one [run] driver
-    assert "agents, direct driver, store" in markdown(data).splitlines()[2]
+    assert "agents in 2 repos and 1 shared room, direct driver, store" in markdown(data).splitlines()[2]
     d = copy.deepcopy(data)
     d["run"]["drivers"] = {"h0": "direct", "h1": "mcp", "h2": "http"}
     first = markdown(d).splitlines()[2]
-    assert f"{d['run']['agents']} agents on 3 hosts, drivers h0=direct h1=mcp h2=http, store" in first, first
+    assert (f"{d['run']['agents']} agents on 3 hosts in 2 repos and 1 shared room, drivers h0=direct h1=mcp h2=http, "
+            "store") in first, first
     console = Console(record=True, width=200)
     print_summary(d, console)
-    assert "agents, drivers h0=direct h1=mcp h2=http, store" in console.export_text()
+    assert "agents in 2 repos and 1 shared room, drivers h0=direct h1=mcp h2=http, store" in console.export_text()
 
 
 @pytest.mark.slow
@@ -168,3 +169,58 @@ def test_the_lease_timeline_gives_each_session_its_own_colour(figures: dict[str,
     colours = [tuple(c.get_facecolor()[0]) for c in ax.collections]
     assert len(colours) == 30 and len(set(colours)) == 30
     assert "one colour per session, 30 sessions" in ax.get_xlabel()
+
+
+@pytest.mark.slow
+def test_the_report_restates_the_setup_and_shows_one_throughput_figure(data: dict[str, Any]) -> None:
+    """Issue 49: the headline says the setup (repos, shared rooms, agents); the run's throughput
+    is one figure, the same in the headline, the **all** row, the expectation and the terminal;
+    the wall-time phases include the run itself."""
+    from rich.console import Console
+
+    text = markdown(data)
+    first = text.splitlines()[2]
+    assert first.startswith("3 agents in 2 repos and 1 shared room, direct driver"), first
+    figure = f"{data['run']['ops_per_s']:,.0f}"
+    assert f"{figure} ops/s**" in first
+    all_row = next(line for line in text.splitlines() if line.startswith("| **all** |"))
+    assert all_row.split(" | ")[5] == figure, all_row
+    assert data["all"]["per_s"] == data["run"]["ops_per_s"]
+    throughput = [e for e in data["expect"] if e["name"] == "throughput"]
+    assert all(e["actual"] == f"{figure} ops/s" for e in throughput)
+    console = Console(record=True, width=200)
+    print_summary(data, console)
+    shown = console.export_text()
+    assert "3 agents in 2 repos and 1 shared room" in shown
+    assert re.search(rf"│ all\s.*│\s+{re.escape(figure)} │", shown), shown
+    phases = next(line for line in text.splitlines() if line.startswith("Wall time by phase:"))
+    assert re.search(r"startup [\d.]+ s, run [\d.]+ s, stop", phases) and phases.endswith(" s in all."), phases
+    assert data["timings"]["run_s"] >= data["run"]["duration_s"] * 0.9
+
+
+@pytest.mark.slow
+def test_an_invariant_checked_zero_times_reads_not_exercised(data: dict[str, Any]) -> None:
+    invariants = data["invariants"]["invariants"]
+    assert invariants["wake"]["checked"] == 0  # smoke has no wake levers
+    text = markdown(data)
+    assert "| wake | not exercised (`scenarios/wake.toml` exercises it) | 0 | 0 |" in text
+    assert all(f"| {name} | ok | {r['checked']:,} |" in text for name, r in invariants.items() if r["checked"])
+    d = copy.deepcopy(data)
+    d["invariants"]["invariants"]["drift-truth"]["checked"] = 0
+    assert "| drift-truth | not exercised (`scenarios/smoke.toml` exercises it) | 0 | 0 |" in markdown(d)
+
+
+@pytest.mark.slow
+def test_the_refused_leaves_are_explained_with_the_share_the_draw_aims_at(data: dict[str, Any]) -> None:
+    """shared-room: 256 of 578 room_leave_room refused. The workload means it: a leave names
+    `nowhere` one time in (the agent's shared rooms + 1); the report says so, and the share."""
+    d = copy.deepcopy(data)
+    d["scenario"]["repos"] = [{"name": "api", "agents": 6, "rooms": ["platform", "product"]},
+                              *({"name": n, "agents": 6, "rooms": ["platform"]} for n in ("web", "worker", "infra"))]
+    rows = [r for r in d["operations"] if r["f"] != "room_leave_room"]
+    d["operations"] = [*rows, {**rows[0], "f": "room_leave_room", "count": 578, "ok": 322, "fail": 256,
+                               "errors": {"invalid_argument": 256}}]
+    text = markdown(d)
+    assert ("- room_leave_room `invalid_argument`: leaving a room the session was not in, by design: each leave "
+            "names one of the agent's shared rooms or `nowhere`") in text
+    assert "the draw names `nowhere` in 46% of the leaves here" in text and "and 44% were refused" in text

@@ -48,7 +48,7 @@ except ImportError as exc:  # the optional extra is not installed
 
 from ..clock import Clock
 from ..engines import POSTGRESQL, SCHEMA_VERSION
-from ..errors import StoreBusy, StoreError, StoreUnreachable
+from ..errors import NoStore, StoreBusy, StoreError, StoreUnreachable
 from ..location import Location
 from .connection import connect_options, scrub, translate
 from .leasecalls import serve
@@ -347,7 +347,7 @@ def _migrate(db: Database, create: bool) -> None:
         raise StoreError(f"{db.location} has schema version {current}, newer than this agents-room "
                          f"({SCHEMA_VERSION}); upgrade it")
     if current is None and not create:
-        raise StoreError(f"there is no store at {db.location} (no agents-room schema); nothing was created")
+        raise NoStore(f"there is no store at {db.location} (no agents-room schema); nothing was created")
     from importlib import resources
 
     with db._lock:

@@ -13,7 +13,7 @@ from ..clock import Clock
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # annotations only: the hook's news path imports this module
     from typing import Any
-from ..errors import StoreError
+from ..errors import NoStore, StoreError
 from ..engines import DEFAULT_BUSY_TIMEOUT_S, SCHEMA_VERSION
 from .database import CACHE_KIB, WAL_LIMIT_BYTES, Database, translate
 from .database import sqlite3  # the C module, without the package's datetime (see database.py)
@@ -43,8 +43,9 @@ def open_location(location: Any, clock: Clock, busy_timeout_s: float, *, verify:
     """The engine's opener (store/engines.py): the store file ``location`` (a SQLite
     :class:`~agents_room.store.location.Location`) names, as :func:`open_database` opens it."""
     if not create and not os.path.exists(location.target):
-        raise StoreError(f"there is no store at {location} ({location.origin}); nothing was created. A store "
-                         "is created when the first agent joins: check the location if you expected one here")
+        raise NoStore(f"there is no store at {location} ({location.origin}); nothing was created. A store "
+                         "is created when the first agent joins or a person sends (agents-room send): check the "
+                         "location if you expected one here")
     return open_database(location.target, clock, busy_timeout_s, verify=verify, create=create)
 
 
@@ -66,8 +67,9 @@ def open_database(
     if create:
         _create_private(path)
     elif not os.path.isfile(path):
-        raise StoreError(f"there is no store at {path}" + ("" if not os.path.exists(path) else " (not a regular file)")
-                         + "; nothing was created")
+        if not os.path.exists(path):
+            raise NoStore(f"there is no store at {path}; nothing was created")
+        raise StoreError(f"there is no store at {path} (not a regular file); nothing was created")
     if not os.access(path, os.R_OK | os.W_OK):  # else SQLite says only "unable to open database file"
         lacking = "read" if not os.access(path, os.R_OK) else "written"
         raise StoreError(f"{path} cannot be {lacking} by this user (permission denied): every agent's server reads "
