@@ -219,7 +219,8 @@ def test_the_sweep_walks_every_command_and_option() -> None:
                         if a == "" or len(a) > 200}
     covered |= {("--db",)}
     flags_without_values = {("who", "--json"), ("prune", "--dry-run"), ("doctor", "--json"), ("hook", "--wait"),
-                            ("install", "--dry-run"), ("install", "--channel"), ("edit-guard", "--read"),
+                            ("install", "--dry-run"), ("install", "--channel"), ("install", "--follow-links"),
+                            ("edit-guard", "--read"),
                             ("send", "--json"), ("inbox", "--json")}
     missing = options(cli.parser()) - covered - flags_without_values
     assert not missing, f"no bad-input case for {sorted(missing)}"

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from agents_room.visible import visible  # a violation's message quotes what agents wrote
+
 from . import fitted, harness, hosts
 from . import postgres as pgreport
 from .writer import driver_words, ms_text, ops_per_s, setup_words
@@ -37,14 +39,14 @@ def print_summary(d: dict[str, Any], console: Console | None = None) -> None:
                      f"WAL max {d['wal']['max_bytes'] / 2**20:.1f} MiB"))
     for e in d["expect"]:
         if not e["met"]:
-            console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(e['actual'])} (required {escape(e['bound'])})")
+            console.print(f"[red]expectation missed[/]: {escape(e['name'])} {escape(visible(e['actual']))} (required {escape(e['bound'])})")
     for v in d["violations"][:10]:
-        console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(str(v['message']))}")
+        console.print(f"[red]{escape(str(v['invariant']))}[/]: {escape(visible(v['message']))}")
     if d["verdict"] == "unknown":
         inv = d["invariants"]
         for why in dict.fromkeys([inv.get("reason"), *(inv.get("unknown_because") or []), *d["run"]["notes"]]):
             if why:
-                console.print(f"[yellow]unknown[/]: {escape(str(why))}")
+                console.print(f"[yellow]unknown[/]: {escape(visible(why))}")
     color = {"valid": "green", "invalid": "red", "unknown": "yellow"}[d["verdict"]]
     if d["plots_skipped"]:
         console.print("plots: skipped (--no-plots)")

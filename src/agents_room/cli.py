@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from . import __version__, doctor, guard_install, person
 from .harnesses import editguard, hook, install
 from .parser import Parser, not_empty, seconds
+from .visible import visible
 
 if TYPE_CHECKING:
     from .store import Store
@@ -126,9 +127,13 @@ def serve(args: argparse.Namespace) -> int:
 
             anyio.run(channel.serve_stdio, server)
         else:
+            import anyio
+
+            from .server import stdio
+
             watcher = (wake.command_watcher(store, who, os.environ) if lever == wake.COMMAND
                        else wake.terminal_watcher(store, who, os.environ) if lever == wake.TERMINAL else None)
-            server.run("stdio")
+            anyio.run(stdio.serve, server)  # every malformed request answered (server/stdio.py)
             if watcher:
                 watcher.stop()
     except KeyboardInterrupt:
@@ -232,6 +237,7 @@ def who(args: argparse.Namespace) -> int:
     rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "CWD"]]
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
               m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+    rows = [[visible(cell) for cell in row] for row in rows]  # agents wrote them: agents_room/visible.py
     print(_table(rows))
     if any(m.host != store.host for m in members):
         from .store.hosts import ALIVE_WITHIN_S
@@ -274,7 +280,7 @@ def prune(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     for s in removed:
         label = f" ({s.label})" if s.label else ""
-        print(f"{verb} {s.id}{label}: {s.harness}, cwd {s.cwd}, last seen {_ago(s.last_seen)}, gone")
+        print(visible(f"{verb} {s.id}{label}: {s.harness}, cwd {s.cwd}, last seen {_ago(s.last_seen)}, gone"))
     if not removed:
         print(f"nothing to prune: no session quiet for {args.quiet_s:g}s is gone")
     return 0

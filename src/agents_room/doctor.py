@@ -9,6 +9,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from .visible import visible
+
 if TYPE_CHECKING:
     from .store.location import Location
 
@@ -61,15 +63,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key + ':':16}{value}")
         print(f"{'rows:':16}" + ", ".join(f"{table} {n}" for table, n in health["rows"].items()))
         print(f"{'this host:':16}{health['host']}")
-        print(f"{'sessions:':16}" + (", ".join(
+        print(f"{'sessions:':16}" + visible(", ".join(
             f"{sum(counts.values())} on {'this host' if h == health['host'] else h or 'a host not recorded'} ("
             + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) + ")"
             for h, counts in health["liveness_by_host"].items()) or "none"))
-        print(f"{'wake levers:':16}" + (", ".join(
+        print(f"{'wake levers:':16}" + visible(", ".join(
             f"{n} {lever}" for lever, n in sorted(health["wake_levers"].items())) or "none"))
         lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                              "in the harness files install writes)"]
-        print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
+        print(f"{'other stores:':16}" + f"\n{'':16}".join(map(visible, lines)))  # agents_room/visible.py
     return 0 if health["healthy"] else 1
 
 

@@ -30,6 +30,7 @@ import time
 
 from .harnesses.hook import _ancestors, _uuid
 from .harnesses.hook_store import store_modules
+from .visible import visible
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -86,12 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if not blockers:
         return 0
     for line in describe(blockers, who, top, refused=mode == "on"):
-        print(line, file=sys.stderr)
+        print(visible(line), file=sys.stderr)  # labels and paths agents chose: agents_room/visible.py
     return 1 if mode == "on" else 0
 
 
 def say(line: str) -> None:
-    print(f"agents-room guard: {line}", file=sys.stderr)
+    print(f"agents-room guard: {visible(line)}", file=sys.stderr)
 
 
 def _db_flag(argv: list[str]) -> str | None | bool:

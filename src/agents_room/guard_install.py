@@ -50,6 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from .safe_write import UnsafeWrite
+
     try:
         store = _store(args) if args.action == "install" else None  # a bad location is refused first
         hooks = hooks_folder(args.repo or os.getcwd())
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(uninstall(hooks))
             print(uninstall_refs(hooks))
-    except (GuardInstallError, OSError) as exc:
+    except (GuardInstallError, UnsafeWrite, OSError) as exc:
         text = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.filename else str(exc)
         print(f"agents-room guard {args.action}: {text}", file=sys.stderr)
         return 1
@@ -104,20 +106,20 @@ def script(store: str | None) -> str:
     """The hook: the chained hook first (as git would run it: only when executable), then the
     guard, with this installation's interpreter on its entry (guard_entry.py); when that
     installation is gone, one line and the commit goes ahead."""
-    import shlex
+    from .shell_line import line, say, word
 
-    python = shlex.quote(sys.executable)
-    entry = shlex.quote(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_entry.py"))
-    db = f" --db {shlex.quote(store)}" if store else ""
+    python = word(sys.executable)
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_entry.py")
+    run = line(sys.executable, "-I", "-S", entry, *(["--db", store] if store else []))
     return (
         "#!/bin/sh\n"
         f"{MARK} refuses a commit of paths another session leased exclusively.\n"
         "# Written by `agents-room guard install`; `agents-room guard uninstall` puts back what was here.\n"
         f'chained="$0.agents-room-chained"\n'
         'if [ -x "$chained" ]; then "$chained" "$@" || exit $?; fi\n'
-        f"if [ -x {python} ] && [ -f {entry} ]; then exec {python} -I -S {entry}{db}; fi\n"
-        f"echo 'agents-room guard: {sys.executable} or its agents_room is gone; commit allowed "
-        "(agents-room guard uninstall removes this hook)' >&2\n"
+        f"if [ -x {python} ] && [ -f {word(entry)} ]; then exec {run}; fi\n"
+        + say(f"agents-room guard: {sys.executable} or its agents_room is gone; commit allowed "
+              "(agents-room guard uninstall removes this hook)") + "\n"
     )
 
 
@@ -137,14 +139,17 @@ def install(hooks: str, store: str | None) -> str:
     if present and not ours and os.path.lexists(chained):
         raise GuardInstallError(f"{hook} is not agents-room's and {chained} exists already: move one of them away, "
                                 "then install again")
+    from .safe_write import write_file
+
     os.makedirs(hooks, exist_ok=True)
-    tmp = os.path.join(hooks, f".{HOOK}.agents-room.tmp")
-    with open(tmp, "w") as f:
-        f.write(script(store))
-    os.chmod(tmp, 0o755)
     if present and not ours:
         os.rename(hook, chained)  # kept whole (mode, symlink and all) for uninstall
-    os.replace(tmp, hook)  # atomic: a commit meanwhile runs the old hook or ours
+    try:  # atomic, through an exclusive temporary file: a commit meanwhile runs the old hook or ours
+        write_file(hook, script(store), within=hooks, mode=0o755)
+    except BaseException:
+        if present and not ours:
+            os.rename(chained, hook)  # nothing changed
+        raise
     if ours:
         return f"updated the guard in {hook}"
     kept = f"; the hook that was there runs first, from {chained}" if present else ""
@@ -173,13 +178,13 @@ def refs_script(store: str | None) -> str:
     """The reference-transaction hook: the chained hook first, with the transaction on its
     stdin too (git runs it at every state; it sees each); then, at ``prepared`` and only when
     a branch moves, the guard. Every other call costs this one shell."""
-    import shlex
+    from .shell_line import line, say, word
 
-    python = shlex.quote(sys.executable)
-    entry = shlex.quote(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_refs_entry.py"))
-    db = f" --db {shlex.quote(store)}" if store else ""
-    gone = shlex.quote(f"agents-room guard: {sys.executable} or its agents_room is gone; branch update allowed "
-                       "(agents-room guard uninstall removes this hook)")
+    python = word(sys.executable)
+    entry = os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard_refs_entry.py")
+    run = line(sys.executable, "-I", "-S", entry, *(["--db", store] if store else []), "prepared")
+    gone = say(f"agents-room guard: {sys.executable} or its agents_room is gone; branch update allowed "
+               "(agents-room guard uninstall removes this hook)")
     return (
         "#!/bin/sh\n"
         f"{MARK} refuses a branch update whose new commits change paths another session leased exclusively.\n"
@@ -194,9 +199,9 @@ def refs_script(store: str | None) -> str:
         "  input=$(cat; echo .); input=${input%.}\n"
         "fi\n"
         'case "$input" in *" refs/heads/"*) ;; *) exit 0 ;; esac\n'
-        f"if [ -x {python} ] && [ -f {entry} ]; then printf '%s' \"$input\" | {python} -I -S {entry}{db} prepared; "
+        f"if [ -x {python} ] && [ -f {word(entry)} ]; then printf '%s' \"$input\" | {run}; "
         "exit $?; fi\n"
-        f"echo {gone} >&2\n"
+        f"{gone}\n"
     )
 
 
@@ -209,14 +214,17 @@ def install_refs(hooks: str, store: str | None) -> str:
     if present and not ours and os.path.lexists(chained):
         raise GuardInstallError(f"{hook} is not agents-room's and {chained} exists already: move one of them away, "
                                 "then install again")
+    from .safe_write import write_file
+
     os.makedirs(hooks, exist_ok=True)
-    tmp = os.path.join(hooks, f".{REFS_HOOK}.agents-room.tmp")
-    with open(tmp, "w") as f:
-        f.write(refs_script(store))
-    os.chmod(tmp, 0o755)
     if present and not ours:
         os.rename(hook, chained)
-    os.replace(tmp, hook)
+    try:  # atomic, through an exclusive temporary file (safe_write.py), as install() writes pre-commit
+        write_file(hook, refs_script(store), within=hooks, mode=0o755)
+    except BaseException:
+        if present and not ours:
+            os.rename(chained, hook)  # nothing changed
+        raise
     if ours:
         return f"updated the guard in {hook}"
     kept = f"; the hook that was there runs first, from {chained}" if present else ""

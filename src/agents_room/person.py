@@ -15,6 +15,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .parser import not_empty
+from .visible import visible
 
 if TYPE_CHECKING:
     from .store import Store
@@ -102,7 +103,7 @@ def send(args: argparse.Namespace) -> int:
         print(f"sent message {sent.message_id} as session {me}: it reached 0 sessions; it stays in the history of "
               f"{', '.join(rooms)}, which agents that join later read (room_history)")
         if sent.warning and args.to != "*":  # '*' to an empty room is how a room starts; a tag may be mistyped
-            print(f"warning: {sent.warning}")
+            print(f"warning: {visible(sent.warning)}")
         return 0
     print(f"sent message {sent.message_id} as session {me} to {len(sent.recipients)} "
           f"session{'' if len(sent.recipients) == 1 else 's'}: {', '.join(sent.recipients)}")
@@ -142,15 +143,16 @@ def inbox(args: argparse.Namespace) -> int:
                     "inbox": dataclasses.asdict(got.inbox) if got.inbox else None})
         return 0
     for m in got.messages:
-        sender = f"{m.sender} ({m.sender_label})" if m.sender_label else m.sender
+        # What agents wrote, shown with its control characters visible (agents_room/visible.py).
+        sender = f"{m.sender} ({visible(m.sender_label)})" if m.sender_label else m.sender
         reply = f", in reply to {m.reply_to}" if m.reply_to else ""
-        print(f"#{m.id} from {sender}{reply}, {_iso(m.created_at)}: {m.subject}")
-        for line in m.body.splitlines():
+        print(f"#{m.id} from {sender}{reply}, {_iso(m.created_at)}: {visible(m.subject)}")
+        for line in visible(m.body, newlines=True).splitlines():
             print(f"    {line}")
     if got.inbox is not None:
         box = got.inbox
         last = f", the last at {_iso(box.last_delivery_at)}" if box.last_delivery_at else ""
-        print(f"no new messages for session {me} (rooms {', '.join(box.rooms) or 'none'}; "
+        print(f"no new messages for session {me} (rooms {visible(', '.join(box.rooms)) or 'none'}; "
               f"{box.deliveries_total} received, {box.deliveries_read} read{last})")
     return 0
 

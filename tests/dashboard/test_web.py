@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx2
 import pytest
 
+from agents_room.dashboard.web import MAX_STREAMS, cookie_value
 from agents_room.store import Store
 
 from .conftest import EXE
@@ -46,7 +48,6 @@ def test_every_endpoint_reads_and_none_writes(tmp_path: Path, repo: Path, dashbo
     store = seeded(db, repo)  # kept open: the dashboard's connection is never the last one to close
     url = dashboard(db)
     events, stat, wal = store.events(), db.stat(), Path(f"{db}-wal").stat().st_size
-    import time
 
     time.sleep(1.2)  # past the lease's TTL: a writer would sweep it now
     for page in PAGES:
@@ -74,10 +75,12 @@ def test_a_token_is_required_when_set_and_a_wrong_one_is_refused(
     db = tmp_path / "room.db"
     seeded(db, repo).close()
     url = dashboard(db, token=TOKEN)
+    cookie = f"agents_room_dashboard_{url.rsplit(':', 1)[1].strip('/')}"
     for page in ("", "events", "snapshot.json", "dashboard.js"):
         assert httpx2.get(url + page, timeout=10).status_code == 401, page
         assert httpx2.get(url + page, headers={"Authorization": "Bearer wrong"}, timeout=10).status_code == 401
-        assert httpx2.get(url + page, cookies={"agents_room_token": "wrong"}, timeout=10).status_code == 401
+        assert httpx2.get(url + page, cookies={cookie: "wrong"}, timeout=10).status_code == 401
+        assert httpx2.get(url + page, cookies={cookie: TOKEN}, timeout=10).status_code == 401  # not the token
     assert httpx2.get(url + "?token=wrong", timeout=10).status_code == 401
     assert httpx2.get(url + "snapshot.json", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
     # the browser's way in: the token once in the address, then a cookie (and a clean address)
@@ -85,8 +88,37 @@ def test_a_token_is_required_when_set_and_a_wrong_one_is_refused(
         landing = browser.get(url + f"?token={TOKEN}")
         assert landing.status_code == 303 and landing.headers["location"] == "/"
         assert "httponly" in landing.headers["set-cookie"].lower()
+        held = browser.cookies[cookie]
+        assert TOKEN not in held and held == cookie_value(TOKEN)  # derived: no bearer of serve --http
         assert browser.get(url).status_code == 200
-        assert first_snapshot(url, cookies={"agents_room_token": TOKEN})["seq"] > 0
+        assert first_snapshot(url, cookies={cookie: held})["seq"] > 0
+        # Another local app's cookies, one of them malformed, beside ours: still let in.
+        other = f'other="unclosed; bad name=1; {cookie}={held}; {{json}}={{"a":1}}'
+        assert httpx2.get(url + "snapshot.json", headers={"Cookie": other}, timeout=10).status_code == 200
+
+
+def test_event_streams_are_capped(tmp_path: Path, repo: Path, dashboard: Callable[..., str]) -> None:
+    """MAX_STREAMS open streams: one more is refused with 503; a closed one frees its place."""
+    from contextlib import ExitStack
+
+    db = tmp_path / "room.db"
+    seeded(db, repo).close()
+    url = dashboard(db)
+    with ExitStack() as stack, httpx2.Client(timeout=30, limits=httpx2.Limits(max_connections=MAX_STREAMS + 2)) as c:
+        opened = [stack.enter_context(c.stream("GET", url + "events")) for _ in range(MAX_STREAMS)]
+        assert all(r.status_code == 200 for r in opened)
+        with c.stream("GET", url + "events") as refused:
+            assert refused.status_code == 503
+            assert "event streams are open already" in json.loads(refused.read())["error"]
+        opened[0].close()
+        assert c.get(url + "snapshot.json").status_code == 200  # the rest of the page is no stream
+        deadline = time.monotonic() + 30
+        while True:  # the server learns of the close when it next writes: wait for that
+            with c.stream("GET", url + "events") as one:
+                if one.status_code == 200:
+                    break
+            assert time.monotonic() < deadline, "the closed stream's place never came back"
+            time.sleep(0.2)
 
 
 def test_a_foreign_host_header_is_refused_on_loopback(tmp_path: Path, repo: Path,

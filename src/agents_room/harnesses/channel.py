@@ -131,5 +131,7 @@ async def _watch(connection: Connection, store: Any, find: Callable[[], str | No
 
 async def serve_stdio(server: MCPServer[Any]) -> None:
     """``agents-room serve`` with the channel on: stdio, handshake era, watcher running."""
+    from ..server.stdio import Answering
+
     async with stdio_server() as (read, write):
-        await serve(server, read, write)
+        await serve(server, Answering(read, write), write)  # every malformed request answered

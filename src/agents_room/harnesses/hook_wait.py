@@ -74,12 +74,12 @@ def waiters_folder(store: Store) -> str:
 
 
 def _claim_waiter(folder: str, session_id: str) -> str:
+    from ..safe_write import write_file
+
     os.makedirs(folder, mode=0o700, exist_ok=True)
     marker = os.path.join(folder, session_id)
-    tmp = os.path.join(folder, f".{session_id}.{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(tmp, marker)  # atomic: a reader sees the old waiter or the new one
+    # atomic, through an exclusive temporary file: a reader sees the old waiter or the new one
+    write_file(marker, str(os.getpid()), within=folder)
     return marker
 
 

@@ -41,6 +41,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--channel", action="store_true",
                    help="claude-code: turn on the channel wake lever (start claude with "
                    "--dangerously-load-development-channels server:room)")
+    p.add_argument("--follow-links", action="store_true",
+                   help="write through a symbolic link that leads out of the project (or, for user scope, out of "
+                   "the home folder); refused otherwise, since a repository can commit such a link")
     p.add_argument("--edits", choices=["claim", "check", "off"], default="claim",
                    help="the edit guard on the harness's file-writing tools: claim (default) denies an edit of a "
                    "file another session holds and leases it to the editor; check only denies; off installs none")
@@ -65,24 +68,25 @@ def run(args: argparse.Namespace) -> int:
     from .config_change import InstallError
     from .registry import harness, plan
 
+    from ..safe_write import UnsafeWrite
+
     module = harness(args.harness)
     scope = args.scope or module.SCOPE
+    root, home = Path(args.dir or os.getcwd()).absolute(), Path(os.path.expanduser("~"))
     try:
         check_store_location(getattr(args, "db", None))
-        changes = plan(args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
-                       Path(os.path.expanduser("~")), executable(args.command, by_name=module.by_name(scope)),
+        changes = plan(args.harness, scope, root, home, executable(args.command, by_name=module.by_name(scope)),
                        hook_command(), channel=args.channel, store=store_setting(getattr(args, "db", None)))
-        changes = editguard_install.extend(changes, args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
-                                           Path(os.path.expanduser("~")), getattr(args, "edits", "claim"),
+        changes = editguard_install.extend(changes, args.harness, scope, root, home, getattr(args, "edits", "claim"),
                                            store_setting(getattr(args, "db", None)))
         if not args.dry_run:
-            private_folders(changes, Path(os.path.expanduser("~")))
-        report(changes, dry_run=args.dry_run)
-        keep_out_of_git(changes, Path(args.dir or os.getcwd()).absolute(), dry_run=args.dry_run)
+            private_folders(changes, home)
+        report(changes, dry_run=args.dry_run, folders=(root, home), follow_links=args.follow_links)
+        keep_out_of_git(changes, root, dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"
         for note in module.notes(scope, dry_run=args.dry_run, on_path=on_path):
             print(note)
-    except InstallError as exc:
+    except (InstallError, UnsafeWrite) as exc:
         print(f"agents-room install: {exc}", file=sys.stderr)
         return 1
     except BrokenPipeError:
@@ -225,24 +229,31 @@ def private_folders(changes: list[Change], home: Path) -> None:
         os.makedirs(folder, mode=0o700, exist_ok=True)
 
 
-def report(changes: list[Change], *, dry_run: bool) -> None:
+def belongs_to(path: Path, folders: tuple[Path, ...]) -> Path:
+    """The folder a file install writes belongs to: the deepest of ``folders`` (the project,
+    the home folder) it is written under, as named; a write may not leave it through a link
+    (agents_room/safe_write.py)."""
+    under = [f for f in folders if path == f or f in path.parents]
+    return max(under, key=lambda f: len(f.parts)) if under else path.parent
+
+
+def report(changes: list[Change], *, dry_run: bool, folders: tuple[Path, ...] = (),
+           follow_links: bool = False) -> None:
     import difflib
 
+    from ..safe_write import destination, write_file
+
+    for c in changes:  # every target checked before any is written: a refusal writes nothing
+        if c.changed:
+            destination(c.path, belongs_to(c.path, folders), follow_links=follow_links)
     for c in changes:
         if not c.changed:
             print(f"unchanged: {c.path}")
             continue
         verb = "would write" if dry_run else ("created" if c.before is None else "updated")
         if not dry_run:
-            try:
-                c.path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = c.path.with_name(f".{c.path.name}.agents-room.tmp")
-                tmp.write_text(c.after)
-                if c.path.exists():
-                    os.chmod(tmp, c.path.stat().st_mode & 0o7777)
-                os.replace(tmp, c.path)  # atomic: the harness never reads half a file
-            except OSError as exc:  # named by the file meant, not by the temporary one
-                raise OSError(exc.errno, exc.strerror, str(c.path)) from None
+            # atomic, through an exclusive temporary file: the harness never reads half a file
+            write_file(c.path, c.after, within=belongs_to(c.path, folders), follow_links=follow_links)
         print(f"{verb}: {c.path} ({'; '.join(c.notes)})" + (f"\n    {c.audience}" if c.audience else ""))
         if dry_run:
             sys.stdout.writelines(difflib.unified_diff(

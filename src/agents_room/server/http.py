@@ -72,6 +72,60 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
+def _refuse(status: int, text: str) -> tuple[dict, dict]:
+    body = json.dumps({"error": text}).encode()
+    return ({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]},
+        {"type": "http.response.body", "body": body})
+
+
+def _host_name(value: str) -> str:
+    """The name of a ``Host`` header (``name``, ``name:port``, ``[v6]:port``), lower case."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    name, sep, port = value.rpartition(":")
+    return name if sep and port.isdigit() else value
+
+
+class LoopbackOnly:
+    """On a loopback address, refuse a request whose ``Host`` is not a loopback name
+    (``localhost``, ``127.0.0.1``, ``::1``, or the address served: ``127.0.0.2`` is loopback
+    too) with 400, and one whose ``Origin``, when sent, is not such a name with 403: a page
+    of another site that had its name resolve to 127.0.0.1 (DNS rebinding) can then neither
+    read an answer nor send a request. The SDK's own check covers ``127.0.0.1``,
+    ``localhost`` and ``::1`` only; the dashboard and ``serve --http`` both wear this one."""
+
+    def __init__(self, app: ASGIApp, address: Address) -> None:
+        self.app = app
+        self.names = {"localhost", "127.0.0.1", "::1", address.host.lower()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = dict(scope.get("headers") or ())
+            host = _host_name(headers.get(b"host", b"").decode("latin-1"))
+            origin = headers.get(b"origin")
+            refused = None
+            if host not in self.names:
+                refused = 400, f"Host {host[:80]!r} is not a loopback name this server answers to"
+            elif origin is not None:
+                from urllib.parse import urlsplit
+
+                try:
+                    parts = urlsplit(origin.decode("latin-1"))
+                    named = (parts.hostname or "") if parts.scheme in ("http", "https") else ""
+                except ValueError:
+                    named = ""
+                if named not in self.names:
+                    refused = 403, f"Origin {origin.decode('latin-1')[:80]!r} is not a loopback page of this server"
+            if refused:
+                start, body = _refuse(*refused)
+                await send(start)
+                await send(body)
+                return
+        await self.app(scope, receive, send)
+
+
 def check_exposure(address: Address, token: str | None) -> None:
     """Anyone who can reach the port can act as any session: off loopback, a token is a must."""
     if not token and not address.loopback:
@@ -85,7 +139,9 @@ def app(server: RoomServer, address: Address, token: str | None) -> ASGIApp:
     check_exposure(address, token)
     # host= turns on the SDK's DNS-rebinding protection for loopback hosts.
     starlette_app = server.streamable_http_app(streamable_http_path=PATH, host=address.host)
-    return BearerAuth(starlette_app, token) if token else starlette_app
+    guarded = BearerAuth(starlette_app, token) if token else starlette_app
+    # and ours for every loopback address (the SDK's knows three names only)
+    return LoopbackOnly(guarded, address) if address.loopback else guarded
 
 
 async def serve(server: RoomServer, address: Address, token: str | None) -> None:

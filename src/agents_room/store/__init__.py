@@ -118,10 +118,18 @@ class Store(WakeCalls):
             with contextlib.suppress(StoreBusy), self.db.write() as tx:
                 tx.execute("UPDATE sessions SET last_seen = ? WHERE id = ? AND left_at IS NULL", (tx.now, session.id))
 
-    def _readable_path(self, value: Any, cwd: str) -> str:
+    def _readable_path(self, value: Any, cwd: str, me: Caller | None = None, tx: Any = None) -> str:
+        """``value`` canonical, never the store's file; for ``me``, in its repositories (reads.py)."""
         path = bounds.path(value, cwd)  # canonical: the real path of the file
         if path in self.own_files:
             raise InvalidArgument("path", f"{path} is the store's own database file; it is never read or hashed")
+
+        def others() -> list[str]:  # in tx, else a read of its own: only for a path outside its repository
+            with contextlib.nullcontext(tx) if tx is not None else self.db.read() as t:
+                return rooms.peer_folders(t, me.id) if me else []
+
+        if me is not None:
+            reads.within_repository(path, me.cwd, others)
         return path
 
     # -- sessions and rooms ---------------------------------------------------------------------
@@ -215,9 +223,16 @@ class Store(WakeCalls):
         body = bounds.body(body)
         reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
         ttl = bounds.message_ttl(ttl_s)
-        with self.db.write() as tx:
-            me = self._session(tx, session_id, touch=True)
-            return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path)
+        for _ in range(messages.SNAPSHOTS):
+            known = messages.match_outside(self.db.read, to)  # a file: glob's costly part, outside the lock
+            try:
+                with self.db.write() as tx:
+                    me = self._session(tx, session_id, touch=True)
+                    return messages.send(tx, me, to, subject, body, reply_to, ttl, self.path, known)
+            except messages.Stale:  # leases came faster than the matching: again, from a new snapshot
+                continue
+        raise StoreBusy(f"the live leases changed faster than the file: selector could be matched "
+                        f"({messages.SNAPSHOTS} tries); nothing was sent, try again")
 
     def msg_recv(self, session_id: Any, limit: Any = None) -> Received:
         n = bounds.limit(limit, 100)
@@ -312,8 +327,8 @@ class Store(WakeCalls):
         """Record the file's SHA-256 now. The file is hashed between two transactions, never
         while holding the write lock."""
         with self.db.read() as tx:
-            cwd = self._session(tx, session_id, touch=False).cwd
-        normal = self._readable_path(path, cwd)
+            me = self._session(tx, session_id, touch=False)
+        normal = self._readable_path(path, me.cwd, me)
         digest = reads.file_hash(normal)
         if digest is None:
             raise InvalidArgument("path", f"{normal} does not exist")
@@ -324,7 +339,7 @@ class Store(WakeCalls):
     def drift_check(self, session_id: Any, path: Any) -> Drift:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            normal = self._readable_path(path, me.cwd)
+            normal = self._readable_path(path, me.cwd, me, tx)
             drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd),
                                       tuple(paths.identities(normal, me.cwd)))
         self._touch_if_stale(me, tx.now)

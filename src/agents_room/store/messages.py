@@ -4,12 +4,14 @@ what I sent, a room's read-only history. The forward-only delivery states, and
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from . import bounds, coverage, paths
 from .delivery import UNREAD, advance
 from .delivery import UNREAD_SQL as _UNREAD_SQL
-from .errors import InvalidArgument, NotRecipient, UnknownSession
+from .errors import InvalidArgument, NotRecipient, RoomError, UnknownSession
 from .sessions import Caller, explain_unknown_recipient
 from .engine import Tx
 
@@ -73,8 +75,59 @@ def _peers(tx: Tx, sender: str) -> list[str]:
     )]
 
 
-def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> list[str]:
-    """The recipients of a selector, resolved now. Broadcasts never include the sender."""
+# A `file:` selector's matches, worked out before the write transaction: (glob, lease path,
+# holder's cwd) -> whether the glob reaches that holder.
+Matches = dict[tuple[str, str, str], bool]
+# At most this many matches inside the write transaction (leases taken since the snapshot);
+# more, and the send starts again from a new snapshot (:class:`Stale`).
+LATE_MAX = 16
+SNAPSHOTS = 3  # read snapshots a send is matched against before it is store_busy
+
+
+class Stale(Exception):
+    """More leases than :data:`LATE_MAX` were taken between the snapshot and the write
+    transaction; nothing was written."""
+
+
+def _file_patterns(pattern: str) -> list[str]:
+    """A ``file:`` glob as written (a lease stored before paths were canonical) and canonical
+    (store/paths.py)."""
+    return list(dict.fromkeys((pattern, paths.glob(pattern))))
+
+
+def _live_leases(tx: Tx) -> list[tuple[str, str, str]]:
+    return tx.all(
+        "SELECT l.session_id, l.path, s.cwd FROM leases l JOIN sessions s ON s.id = l.session_id "
+        "WHERE l.expires_at > ?",
+        (tx.now,),
+    )
+
+
+def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) -> Matches | None:
+    """A ``file:`` selector matched against the live leases of a read snapshot, outside the
+    write lock: matching is the costly part of a send (each lease's path in three forms,
+    each an fnmatch of up to 256 characters against up to 4096), and a writer holding the
+    lock meanwhile stops every other agent's writes. :func:`resolve_selector` then matches,
+    inside the transaction, only the leases taken since (at most :data:`LATE_MAX`). None for
+    another selector, or one the transaction will refuse (it refuses it in its own order)."""
+    if not (isinstance(to, str) and to.startswith("file:")) or "\x00" in to:
+        return None
+    try:
+        patterns = _file_patterns(bounds.glob(to[5:]))
+    except InvalidArgument:
+        return None
+    try:
+        with read() as tx:
+            rows = {(path, cwd) for _sid, path, cwd in _live_leases(tx)}
+    except RoomError:  # busy, say: the transaction matches every lease itself, as it did before
+        return None
+    return {(p, path, cwd): coverage.glob_reaches(p, path, cwd) for p in patterns for path, cwd in rows}
+
+
+def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known: Matches | None = None) -> list[str]:
+    """The recipients of a selector, resolved now. Broadcasts never include the sender.
+    ``known``: a ``file:`` selector's matches worked out before (:func:`match_outside`); with
+    it, more than :data:`LATE_MAX` leases to match here raise :class:`Stale`."""
     if not isinstance(to, str) or not to:
         raise InvalidArgument("to", "must be '*', a session id, 'file:<glob>' or 'tag:<tag>'")
     if "\x00" in to:
@@ -87,19 +140,25 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
         return sorted(r[0] for r in tx.all("SELECT session_id FROM session_tags WHERE tag = ?", (tag,)) if r[0] in peers)
     if to.startswith("file:"):
         pattern = bounds.glob(to[5:])
-        # As written (a lease stored before paths were canonical) and canonical (store/paths.py).
-        patterns = list(dict.fromkeys((pattern, paths.glob(pattern))))
+        patterns = _file_patterns(pattern)
         if pattern.startswith("/") and pattern.endswith("/") and paths.is_file(patterns[-1]):
             raise InvalidArgument("to", f"file:{pattern} ends with / but {patterns[-1].rstrip('/')} is a file, "
                                         "not a directory: name it without the /")
         peers = set(_peers(tx, sender.id))
-        rows = tx.all(
-            "SELECT l.session_id, l.path, s.cwd FROM leases l JOIN sessions s ON s.id = l.session_id "
-            "WHERE l.expires_at > ?",
-            (tx.now,),
-        )
-        return sorted({sid for sid, path, cwd in rows
-                       if sid in peers and any(coverage.glob_reaches(p, path, cwd) for p in patterns)})
+        late = 0
+
+        def reaches(p: str, path: str, cwd: str) -> bool:
+            nonlocal late
+            found = None if known is None else known.get((p, path, cwd))
+            if found is not None:
+                return found
+            late += 1
+            if known is not None and late > LATE_MAX:
+                raise Stale
+            return coverage.glob_reaches(p, path, cwd)
+
+        return sorted({sid for sid, path, cwd in _live_leases(tx)
+                       if sid in peers and any(reaches(p, path, cwd) for p in patterns)})
     if to.startswith(("tag", "file")) and ":" in to:
         raise InvalidArgument("to", "selectors are '*', a session id, 'file:<glob>' or 'tag:<tag>'")
     value = bounds.session_id_text(to, "to")
@@ -110,11 +169,11 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
 
 def send(
     tx: Tx, sender: Caller, to: str, subject: str, body: str, reply_to: int | None,
-    ttl_s: float | None, store_path: str,
+    ttl_s: float | None, store_path: str, known: Matches | None = None,
 ) -> Sent:
     """Store one message: a row per room the sender is in, a delivery per recipient.
     A recipient at ``wake`` whose harness has no wake lever starts ``undeliverable``."""
-    recipients = resolve_selector(tx, sender, to, store_path)
+    recipients = resolve_selector(tx, sender, to, store_path, known)
     if reply_to is not None and tx.scalar("SELECT 1 FROM messages WHERE id = ?", (reply_to,)) is None:
         raise InvalidArgument("reply_to", f"message {reply_to} does not exist")
     expires_at = None if ttl_s is None else tx.now + ttl_s

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -26,6 +27,40 @@ class Drift:
     since: float | None  # when the baseline was read
     message: str
     baseline: bool = True  # False: note_read was never called for this path (SAFE says nothing then)
+
+
+# Folders that are the system's, never a repository's: a session whose folder is one of these
+# (or beneath one, outside any git work tree) reads nothing through it.
+_SYSTEM = ("/proc", "/sys", "/dev", "/etc", "/boot", "/run")
+
+
+def repository(cwd: str) -> str | None:
+    """The folder a session at ``cwd`` may read files of: the git work tree holding it, else
+    ``cwd`` itself; None when that is the whole file system or a system folder."""
+    from .rooms import git_toplevel  # here: the hook's news path imports this module, never this function
+
+    top = paths.canonical(git_toplevel(cwd) or cwd)
+    if top == os.sep or any(top == f or top.startswith(f + os.sep) for f in _SYSTEM):
+        return None
+    return top
+
+
+def within_repository(path: str, cwd: str, others: Callable[[], list[str]]) -> None:
+    """Refuse (``InvalidArgument``) a ``path`` (canonical) outside the session's repository
+    (:func:`repository`) and outside those of the live sessions sharing a room with it
+    (``others``: their folders, asked for only when needed), which a shared room lets it
+    coordinate with. note_read and drift_check hash what the server can read, and over
+    ``serve --http`` the caller is anyone with the token: without this, a guess of any
+    file's contents (``/etc/shadow`` as root, ``/proc/self/environ``) could be confirmed."""
+    def inside(top: str | None) -> bool:
+        return top is not None and (path == top or path.startswith(top.rstrip(os.sep) + os.sep))
+
+    mine = repository(cwd)
+    if inside(mine) or any(inside(repository(c)) for c in dict.fromkeys(others())):
+        return
+    where = f"this session's repository ({mine})" if mine else f"any repository (the session's folder {cwd} is none)"
+    raise InvalidArgument("path", f"{path} is outside {where} and those of the sessions sharing a room with it; "
+                          "note_read and drift_check read only files of those repositories")
 
 
 def file_hash(path: str) -> str | None:

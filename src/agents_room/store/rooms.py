@@ -37,6 +37,16 @@ def repo_room(cwd: str) -> str:
     return f"repo:{name}"[:64]
 
 
+def peer_folders(tx: Tx, session_id: str) -> list[str]:
+    """The folders (cwd) of the live sessions sharing a room with ``session_id``."""
+    return [r[0] for r in tx.all(
+        "SELECT DISTINCT s.cwd FROM memberships m1 JOIN memberships m2 ON m2.room = m1.room "
+        "JOIN sessions s ON s.id = m2.session_id WHERE m1.session_id = ? AND m2.session_id <> ? "
+        "AND s.left_at IS NULL ORDER BY s.cwd",
+        (session_id, session_id),
+    )]
+
+
 @dataclass(frozen=True)
 class Member:
     session_id: str

@@ -104,6 +104,23 @@ def test_the_first_line_names_each_hosts_driver(data: dict[str, Any]) -> None:
     assert "agents in 2 repos and 1 shared room, drivers h0=direct h1=mcp h2=http, store" in console.export_text()
 
 
+@pytest.mark.slow
+def test_what_agents_wrote_reaches_the_terminal_as_escapes(data: dict[str, Any]) -> None:
+    """A violation's message quotes what agents wrote (a subject, a label): its control
+    characters are shown as escapes, never sent to the terminal (agents_room/visible.py)."""
+    from rich.console import Console
+
+    d = copy.deepcopy(data)
+    d["verdict"] = "invalid"
+    d["violations"] = [{"invariant": "read-your-writes", "message": "subject \x1b]0;pwned\x07\x9b31m\u202eevil"}]
+    with open(os.devnull, "w") as sink:
+        console = Console(record=True, width=200, file=sink)
+        print_summary(d, console)
+    text = console.export_text()
+    assert "subject \\x1b]0;pwned\\x07\\x9b31m\\u202eevil" in text
+    assert not {"\x1b", "\x07", "\x9b", "\u202e"} & set(text)
+
+
 def test_the_fault_sentence_adds_up_to_every_info_op() -> None:
     def op(f: str, outcome: str) -> Op:
         return Op(0, "a00", "s", f, {}, None, outcome, None, None, 0.0, 1.0, 0, True)  # type: ignore[arg-type]
