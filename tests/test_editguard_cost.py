@@ -154,3 +154,31 @@ def test_the_paths_that_write_import_the_store_without_what_they_never_use(tmp_p
     # The common case stays a read-only look that imports no store package at all.
     renew, said = imported(env, payload("x.py"), ["--edits", "claim"])
     assert said == "" and "agents_room.store" not in renew and not renew & COSTLY
+
+
+def test_a_file_is_hashed_as_hashlib_hashes_it_without_loading_hashlib(tmp_path: Path) -> None:
+    # The guard's process has not loaded hashlib: small files by the built-in SHA-256, larger
+    # ones by hashlib; the digests are hashlib's either way (checked here, after the fact).
+    sizes = [0, 1, 4095, 1 << 18, (1 << 18) + 7, 512 * 1024, 512 * 1024 + 1, 2 << 20]
+    for n in sizes:
+        (tmp_path / f"f{n}").write_bytes(os.urandom(n))
+    code = f"""
+import json, sys
+sys.path.append({SRC!r})
+from agents_room.harnesses.hook_store import store_modules
+digest, = store_modules("digest")
+out = []
+for n in {sizes!r}:
+    small = "hashlib" not in sys.modules
+    with open({str(tmp_path)!r} + "/f" + str(n), "rb") as fh:
+        out.append([n, digest.sha256_hex(fh), small])
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import hashlib
+
+    got = json.loads(done.stdout)
+    assert [(n, h) for n, h, _ in got] == [(n, hashlib.sha256((tmp_path / f"f{n}").read_bytes()).hexdigest())
+                                           for n in sizes]
+    assert all(small for n, _, small in got if n <= 512 * 1024)  # no hashlib until the first large file

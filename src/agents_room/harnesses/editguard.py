@@ -198,7 +198,7 @@ def read_already(db: str | None, cwd: str, files: list[str], keys: list[str], pi
 
 
 def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: list[int], *, read: bool) -> bool:
-    engines, paths = store_modules("engines", "paths")
+    engines, paths, digest = store_modules("engines", "paths", "digest")
     engine, path, _ = engines.locate(db, "--db") if db else engines.locate()
     if engine != engines.SQLITE or not os.path.exists(path) or not (keys or pids):
         return False
@@ -226,7 +226,6 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
             return False
         marks = ",".join("?" * len(targets))
         if read:
-            import hashlib
             from stat import S_ISREG
 
             seen = dict(conn.execute(f"SELECT path, hash FROM reads WHERE session_id = ? AND path IN ({marks})",
@@ -235,7 +234,7 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
                 try:  # as store/reads.py hashes: never waiting on a FIFO, regular files only
                     with open(os.open(target, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
                         if not S_ISREG(os.fstat(fh.fileno()).st_mode) or \
-                                seen.get(target) != hashlib.file_digest(fh, "sha256").hexdigest():
+                                seen.get(target) != digest.sha256_hex(fh):
                             return False
                 except OSError:
                     return False
