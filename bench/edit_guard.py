@@ -161,6 +161,9 @@ def main() -> int:
     parser.add_argument("--against", metavar="ENTRY",
                         help="also run each guard case with this editguard_entry.py (another checkout's), "
                         "interleaved, and print the CPU ratio")
+    parser.add_argument("--no-server", action="store_true",
+                        help="no other process keeps the store open during the runs (each guard's close is "
+                        "then the last, and SQLite checkpoints the WAL at it)")
     parser.add_argument("--pairs", type=int, default=3, help="--turns: turn pairs per harness")
     parser.add_argument("--edits-per-turn", type=int, default=20, help="--turns: edits in each turn")
     args = parser.parse_args()
@@ -181,9 +184,13 @@ def main() -> int:
                "CLAUDE_CODE_SESSION_ID": KEY}  # this process carries the key: the session is alive
         guard = f"{sys.executable} -I -S {ENTRY} --harness claude-code --edits claim"
         against = args.against and f"{sys.executable} -I -S {args.against} --harness claude-code --edits claim"
-        with Store.open(db) as store:  # another live session holding the file a denied edit asks for
-            other = store.room_join(cwd=str(repo), pid=None, label="holder").session_id  # liveness unknown: kept
-            store.lease_claim(other, str(repo / "held.py"), ttl_s=3600)
+        # Another live session holding the file a denied edit asks for; its store stays open
+        # through the runs (``--no-server``: closed), as each agent's own server keeps it.
+        server = Store.open(db)
+        other = server.room_join(cwd=str(repo), pid=None, label="holder").session_id  # liveness unknown: kept
+        server.lease_claim(other, str(repo / "held.py"), ttl_s=3600)
+        if args.no_server:
+            server.close()
         run(guard, payload(repo, "f0.py"), env)  # the session joined at its first edit, as in a real turn
         cases = {
             "sh-true": lambda i: ("true", ""),
@@ -202,10 +209,13 @@ def main() -> int:
                     assert out == "", out
                 results[name][0].append(cpu)
                 results[name][1].append(wall)
+        if not args.no_server:
+            server.close()
     floor_cpu = statistics.median(results["sh-true"][0])
     floor_wall = statistics.median(results["sh-true"][1])
     load = os.getloadavg()[0]
-    print(f"# {args.runs} runs each, engine {'postgresql' if args.db else 'sqlite'}, load average {load:.1f}")
+    print(f"# {args.runs} runs each, engine {'postgresql' if args.db else 'sqlite'}, load average {load:.1f}, "
+          f"{'no other process' if args.no_server else 'a server process'} holding the store open")
     print(f"{'case':<16} {'cpu ms':>7} {'wall p50':>9} {'wall p99':>9} {'+cpu':>7} {'+wall p50':>10}"
           + (f" {'cpu/against':>11}" if args.against else ""))
     for name, (cpus, walls) in results.items():
