@@ -289,7 +289,7 @@ def mark_turn_end(launch: Launch, marker: Path) -> None:
     unchanged: the test's sign that the harness ran the end of its turn."""
     ends = {"AfterAgent", "Stop"}
     edited = edit_hooks(launch, lambda event, command: command if event not in ends or "--wait" in command
-                        else f"{command}; code=$?; touch {marker}; exit $code")
+                        else f"({command}); code=$?; touch {marker}; exit $code")  # (a line may end in exec)
     assert edited, f"{launch.name}: no end-of-turn hook to mark"
 
 

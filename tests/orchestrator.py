@@ -5,8 +5,9 @@ this process as their harness process), which then runs real ``git commit`` itse
     python orchestrator.py PLAN.json
 
 PLAN (JSON): ``db`` (the store), ``repo`` (a work tree with the guard installed),
-``agents`` (each ``label``, ``key`` for its room_join's harness_key, and ``lease``, a path it
-claims exclusively) and ``commits`` (each ``paths`` to change and stage, and ``env`` added to
+``agents`` (each ``label``, ``key`` for its room_join's harness_key, ``lease``, a path it
+claims exclusively, and ``launcher``: true to start its server through a shell that stays its
+parent) and ``commits`` (each ``paths`` to change and stage, and ``env`` added to
 this process's environment for that commit). After each commit attempt the index is reset,
 so every commit stages only its own paths. Prints one JSON object: this process's pid, each
 label's session id, and each commit's exit code and standard error.
@@ -51,7 +52,10 @@ async def run(plan: dict[str, Any]) -> dict[str, Any]:
     sessions = {}
     async with AsyncExitStack() as stack:
         for agent in plan["agents"]:
-            server = StdioServerParameters(command=EXE, args=["serve"], env={"AGENTS_ROOM_DB": plan["db"]},
+            # A launcher that stays the server's parent (as npx, uv run or a shell wrapper does): a
+            # shell with more to do after the server, so it cannot exec it in its place.
+            command, args = ("sh", ["-c", f'"{EXE}" serve; exit $?']) if agent.get("launcher") else (EXE, ["serve"])
+            server = StdioServerParameters(command=command, args=args, env={"AGENTS_ROOM_DB": plan["db"]},
                                            cwd=plan["repo"])
             client = await stack.enter_async_context(Client(server))
             sid = (await call(client, "room_join", label=agent["label"], harness_key=agent["key"]))["session_id"]

@@ -182,6 +182,41 @@ def test_a_process_hosting_two_agents_commits_as_nobody_unless_its_environment_n
     assert git(guarded, "rev-list", "--count", f"{before}..HEAD").stdout.strip() == b"1"  # alice's commit alone
 
 
+@pytest.mark.slow
+def test_an_agent_behind_a_launcher_is_hosted_by_the_process_too(room: Store, guarded: Path, location: str,
+                                                                tmp_path: Path) -> None:
+    """The orchestrator runs alice's server itself and bob's through a shell that stays its
+    parent, so bob's session records the shell, no ancestor of the commit: ancestry alone finds
+    alice only, and her lease would wave through a commit bob may have made. The process tree
+    finds bob beneath the orchestrator: the commit is nobody's until its environment names one."""
+    plan = {"db": location, "repo": str(guarded), "agents": [
+        {"label": "alice", "key": ALICE, "lease": "src/api"},
+        {"label": "bob", "key": BOB, "lease": "srcfoo.py", "launcher": True},
+    ], "commits": [
+        {"paths": ["src/api/x.py"]}, {"paths": ["src/api/x.py"], "env": {"AGENTS_ROOM_HARNESS_KEY": BOB}},
+        {"paths": ["src/api/x.py"], "env": {"AGENTS_ROOM_HARNESS_KEY": ALICE}},
+    ]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    before = head(guarded)
+    done = subprocess.run([sys.executable, ORCHESTRATOR, str(tmp_path / "plan.json")], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    alice, bob = out["sessions"]["alice"], out["sessions"]["bob"]
+    with room.db.read() as tx:
+        pids = dict(tx.all("SELECT id, pid FROM sessions WHERE id IN (?, ?)", (alice, bob)))
+    assert pids[alice] == out["pid"] and pids[bob] not in (None, out["pid"])  # bob's records the launcher
+    unnamed, as_bob, as_alice = out["commits"]
+    err = unnamed["stderr"]
+    assert unnamed["code"] != 0 and f"src/api/x.py: held by session {alice} (alice)" in err, err
+    assert [x for x in err.splitlines() if x.startswith("    session ")] == [
+        f"    session {alice} (alice, unknown)", f"    session {bob} (bob, unknown)"], err
+    assert "AGENTS_ROOM_HARNESS_KEY=<key> git commit" in err, err
+    assert as_bob["code"] != 0 and f"You commit as session {bob} (bob)." in as_bob["stderr"], as_bob
+    assert as_alice["code"] == 0 and as_alice["stderr"] == "", as_alice
+    assert git(guarded, "rev-list", "--count", f"{before}..HEAD").stdout.strip() == b"1"
+
+
 @pytest.mark.parametrize("side", ["old", "new"])
 def test_both_sides_of_a_rename(room: Store, guarded: Path, side: str) -> None:
     sid = holder(room, guarded)

@@ -206,8 +206,11 @@ def test_codex_loads_the_installed_hooks_trusted(cli_home: Path) -> None:
     assert set(hooks) == mine | {guard, f"{path}:stop:0:0"}
     for key in mine | {guard}:
         hook = hooks[key]
-        assert hook["command"].endswith("--harness codex --edits claim" if key == guard else "hook_entry.py")
-        assert hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        if key == guard:
+            assert hook["command"].endswith("--harness codex --edits claim")
+            assert hook["command"].startswith("AGENTS_ROOM_DB='~/room.db' ")
+        else:
+            assert hook["command"].endswith("hook_entry.py") and hook["command"].startswith("export AGENTS_ROOM_DB='~/room.db'; ")
         assert (hook["enabled"], hook["trustStatus"]) == (True, "trusted"), hook
         assert hook["currentHash"] == trusted[key]["trusted_hash"]
     assert hooks[f"{path}:stop:0:0"]["trustStatus"] == "untrusted"  # the user's own: not install's to trust

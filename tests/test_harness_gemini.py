@@ -65,3 +65,66 @@ def test_gemini_connects_to_the_installed_server_and_runs_its_hooks(cli_home: Pa
         run.wait(timeout=30)
     with Store.open(db) as store:
         assert [m.subject for m in store.msg_recv(me).messages] == ["hello from bob"]  # announcing is not reading
+
+
+def test_a_committed_project_works_for_a_teammate_without_agents_room(cli_home: Path) -> None:
+    """The committed ``.gemini/settings.json`` on a machine where agents-room is not installed
+    (not on PATH, no launcher under HOME): every hook of ours exits 0 silently and the model
+    answers. The control, the command earlier installs committed (``agents-room hook``), is
+    run first in the same project: Gemini CLI blocks the prompt and the model is never asked."""
+    from harnesscli import git_project
+
+    from sim.harness.clis import prepare
+    from sim.harness.model import ScriptedModel
+    from sim.harness.script import Request, Say, Shell
+
+    cli = binary("gemini")
+    project = git_project(cli_home / "proj")
+    installer = cli_home / "installer"
+    installer.mkdir()
+
+    def policy(request: Request) -> object:
+        if len(agent.requests) == 1:
+            return [Shell("echo tool-ran")]  # a tool call: AfterTool's hook runs too
+        return Say("the model answered")
+
+    with ScriptedModel() as model:
+        agent = model.agent("mate", policy)
+        # the person who installed it: agents-room on PATH, a store under their HOME
+        prepare("gemini", cli, installer, project, str(installer / "room.db"), agent.url)
+        settings = json.loads((project / ".gemini" / "settings.json").read_text())
+        assert (installer / ".agents-room" / "hook").is_file()
+        # the teammate: a HOME of their own, and a PATH without agents-room
+        mate = cli_home / "mate"
+        path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                               if d and not os.path.exists(os.path.join(d, "agents-room")))
+        launch = prepare("gemini", cli, mate, project, str(mate / "room.db"), agent.url, install=False)
+        launch.env = {**launch.env, "PATH": path}
+        launch.env.pop("AGENTS_ROOM_DB")
+        assert subprocess.run(["sh", "-c", "command -v agents-room"], env=launch.env).returncode != 0
+
+        committed = (project / ".gemini" / "settings.json").read_text()
+        old = json.loads(committed)
+        for groups in old["hooks"].values():
+            for group in groups:
+                for hook in group["hooks"]:
+                    hook["command"] = "agents-room hook"
+        (project / ".gemini" / "settings.json").write_text(json.dumps(old))
+        control = launch.start_turn("hello")
+        try:
+            control.wait(120)
+        finally:
+            control.stop()
+        assert agent.requests == [], "the control: the old committed hook did not block the prompt"
+        assert "agents-room: command not found" in control.output(), control.output()
+
+        (project / ".gemini" / "settings.json").write_text(committed)
+        turn = launch.start_turn("hello")
+        try:
+            assert turn.wait(180) == 0, turn.output()
+        finally:
+            turn.stop()
+    assert len(agent.requests) == 2, (agent.errors, turn.output())
+    assert "tool-ran" in agent.requests[1].text()
+    assert "the model answered" in turn.output() and "command not found" not in turn.output(), turn.output()
+    assert settings["hooks"].keys() >= {"SessionStart", "BeforeAgent", "AfterTool", "AfterAgent"}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import agents_room
+from agents_room.harnesses.hook_line import PORTABLE, QUIET_GATE
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
@@ -22,6 +23,9 @@ AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
 EDITS_OFF = ("--edits", "off")
 # The hook command install writes: this interpreter without site, on the package's hook entry.
 HOOK = f"{shlex.quote(sys.executable)} -I -S {shlex.quote(str(Path(agents_room.__file__).parent / 'hook_entry.py'))}"
+# The same, behind the quiet test, on the events of every prompt and tool call (its behaviour:
+# tests/test_quiet_hook.py).
+QUIET = f"{QUIET_GATE}exec {HOOK}"
 
 
 @pytest.fixture
@@ -68,8 +72,9 @@ def test_claude_code_project_install_then_nothing_twice(home: Path, project: Pat
     assert local["room"] == {**portable, "command": AGENTS_ROOM}
     assert not (project / ".claude" / "settings.json").exists()
     settings = json.loads((project / ".claude" / "settings.local.json").read_text())
-    for event in ("SessionStart", "UserPromptSubmit", "PostToolUse"):
-        assert hook_commands(settings, event) == [HOOK]
+    assert hook_commands(settings, "SessionStart") == [HOOK]
+    for event in ("UserPromptSubmit", "PostToolUse"):
+        assert hook_commands(settings, event) == [QUIET]
     [group] = settings["hooks"]["Stop"]
     plain, waiter = group["hooks"]
     assert plain["command"] == HOOK
@@ -114,7 +119,7 @@ def test_claude_code_merges_and_keeps_everything_else(home: Path, project: Path)
     assert hook_commands(settings, "SessionStart") == ["python3 /opt/tool/hook_entry.py"]
     assert "UserPromptSubmit" not in settings["hooks"]
     local = json.loads((project / ".claude" / "settings.local.json").read_text())
-    assert hook_commands(local, "PostToolUse") == [HOOK] and hook_commands(local, "SessionStart") == [HOOK]
+    assert hook_commands(local, "PostToolUse") == [QUIET] and hook_commands(local, "SessionStart") == [HOOK]
     assert sum(c == HOOK for c in hook_commands(local, "Stop")) == 1
     assert "Stop hook removed" in proc.stdout and "SessionStart hook added" in proc.stdout
 
@@ -139,7 +144,8 @@ def test_an_install_of_the_agents_room_hook_form_is_updated_in_place(home: Path,
     for event in ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"):
         assert f"{event} hook removed" in proc.stdout and f"{event} hook added" in proc.stdout
         assert [len(g["hooks"]) for g in settings["hooks"][event]] == [2 if event == "Stop" else 1]
-        assert all(c.startswith(HOOK) for c in hook_commands(settings, event))
+        assert all(c.startswith(QUIET if event in ("UserPromptSubmit", "PostToolUse") else HOOK)
+                   for c in hook_commands(settings, event))
     assert "unchanged" in install(home, project, "claude-code").stdout
 
 
@@ -264,7 +270,7 @@ def test_codex_refuses_project_scope_and_bad_toml(home: Path, project: Path) -> 
 # -- Cursor -----------------------------------------------------------------------------------------
 
 
-def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Path) -> None:
+def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Path, tmp_path: Path) -> None:
     (project / ".cursor").mkdir()
     (project / ".cursor" / "hooks.json").write_text(json.dumps(
         {"version": 1, "hooks": {"afterFileEdit": [{"command": "prettier"}], "stop": [{"command": "say done"}]}}))
@@ -277,15 +283,22 @@ def test_cursor_project_install_merges_and_is_idempotent(home: Path, project: Pa
     assert hooks["hooks"]["afterFileEdit"] == [{"command": "prettier"}]
     [theirs, ours] = hooks["hooks"]["stop"]
     assert theirs == {"command": "say done"}
-    assert ours == {"command": "agents-room hook --format cursor --event stop", "loop_limit": 3}
-    on_path = {**os.environ, "PATH": f"{Path(AGENTS_ROOM).parent}:/usr/bin:/bin"}
-    proc = subprocess.run(ours["command"], check=False, shell=True, input=json.dumps({"loop_count": 0}),
-                          capture_output=True, text=True, timeout=30, env=on_path)
-    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "{}\n", "")
-    before = snapshot(project)
+    assert ours == {"command": f"{PORTABLE} --format cursor --event stop", "loop_limit": 3}
+    # on this machine through the launcher install wrote under HOME; on a teammate's through
+    # agents-room on PATH; where agents-room is not installed, nothing at all
+    bare = tmp_path / "bare-home"
+    bare.mkdir()
+    on_path = f"{Path(AGENTS_ROOM).parent}:/usr/bin:/bin"
+    for env, answer in (({"HOME": str(home), "PATH": "/usr/bin:/bin"}, "{}\n"),
+                        ({"HOME": str(bare), "PATH": on_path}, "{}\n"),
+                        ({"HOME": str(bare), "PATH": "/usr/bin:/bin"}, "")):
+        proc = subprocess.run(ours["command"], check=False, shell=True, input=json.dumps({"loop_count": 0}),
+                              capture_output=True, text=True, timeout=30, env=env)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, answer, ""), env
+    before = snapshot(project, home)
     assert "nothing to change" in install(home, project, "cursor").stdout
-    assert snapshot(project) == before
-    assert not any(home.iterdir())
+    assert snapshot(project, home) == before
+    assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()] == [".agents-room/hook"]
 
 
 def test_the_project_install_approves_its_server_on_this_machine(home: Path, project: Path) -> None:

@@ -175,7 +175,7 @@ def test_the_hooks_are_written_and_trusted(home: Path) -> None:
     assert again.returncode == 0, again.stderr
     for event in HOOK_EVENTS:
         [group] = hooks_of(home)[event]
-        assert group["hooks"][0]["command"].startswith(f"AGENTS_ROOM_DB={db} "), group
+        assert group["hooks"][0]["command"].startswith(f"export AGENTS_ROOM_DB={db}; "), group
     assert set(states(home)) == {f"{path}:{LABELS[e]}:0:0" for e in HOOK_EVENTS}
     assert not set(hashes) & {s["trusted_hash"] for s in states(home).values()}  # a new command, a new hash
     assert "4 hooks trusted" in again.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from agents_room.harnesses.hook_line import PORTABLE, QUIET_GATE
 from agents_room.store import Store
 
 AGENTS_ROOM = str(Path(sys.executable).parent / "agents-room")
@@ -62,13 +63,16 @@ def test_project_install_merges_and_a_second_run_changes_nothing(home: Path, pro
     assert settings["hooks"]["AfterTool"][0] == theirs
     for event in EVENTS:
         [ours] = [h for g in settings["hooks"][event] for h in g["hooks"] if "agents-room" in h["command"]]
-        assert ours == {"type": "command", "name": "agents-room", "command": "agents-room hook", "timeout": 10000}
+        command = (QUIET_GATE if event == "AfterTool" else "") + PORTABLE  # a prompt's hook marks the turn: never gated
+        assert ours == {"type": "command", "name": "agents-room", "command": command, "timeout": 10000}
         assert f"{event} hook added" in done.stdout
     assert "trusted folder" in done.stdout and "MCP server 'room' added" in done.stdout
     before = path.read_bytes()
     again = install(home, project)
     assert again.returncode == 0 and "nothing to change" in again.stdout and path.read_bytes() == before
-    assert not any(home.iterdir())
+    # beside it, this machine's launcher the committed hook runs (and nothing else under HOME)
+    assert [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()] == [".agents-room/hook"]
+    assert (home / ".agents-room").stat().st_mode & 0o777 == 0o700  # the default store's folder: private
     assert "not on PATH" not in done.stdout  # (agents-room is this installation on the test's PATH)
     elsewhere = project.parent / "elsewhere"
     elsewhere.mkdir()
@@ -84,7 +88,7 @@ def test_user_scope_writes_this_installations_paths_under_home(home: Path, proje
     room = settings["mcpServers"]["room"]
     assert os.path.isabs(room["command"]) and room["env"] == {"AGENTS_ROOM_DB": str(db)}
     [hook] = commands(settings, "AfterAgent")
-    assert hook.startswith(f"AGENTS_ROOM_DB={db} ") and "hook_entry.py" in hook
+    assert hook.startswith(f"export AGENTS_ROOM_DB={db}; exec ") and "hook_entry.py" in hook
     assert not any(project.iterdir())
     # a machine-specific store never goes into the committed project file
     refused = install(home, project, AGENTS_ROOM_DB=str(db))

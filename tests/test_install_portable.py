@@ -96,7 +96,7 @@ def test_a_store_under_home_is_written_portably(home: Path, project: Path) -> No
     assert done.returncode == 0, done.stderr
     shared = json.loads((project / ".claude" / "settings.json").read_text())
     assert shared == {"env": {"AGENTS_ROOM_DB": "~/rooms/team.db"}}  # every teammate's ~ resolves it
-    assert "AGENTS_ROOM_DB" not in (project / ".claude" / "settings.local.json").read_text()
+    assert "AGENTS_ROOM_DB=" not in (project / ".claude" / "settings.local.json").read_text()
     # the same with the ~ form given, and through --db
     for args, env in (((), {"AGENTS_ROOM_DB": "~/rooms/team.db"}), (("--db", "~/rooms/team.db"), {})):
         other = project.parent / f"p{len(args)}"

@@ -5,7 +5,8 @@
 - ``worker``: one bench process, ``python -m sim.bench.worker``; ``raw``: the raw ceiling
   (bare ``sqlite3``); ``bare``: the bare MCP server, ``python -m sim.bench.bare``;
 - ``sweep``: ``sim run --sweep``, one full run per value, and the knee;
-- ``hook``: the hook command's wall time, ``python -m sim.bench.hook``;
+- ``hook``: each harness's installed hook, CPU and wall per run (quiet, news, no marker),
+  ``python -m sim.bench.hook``;
 - ``counting``: what counting calls costs (store/callcounts.py), on and off,
   ``python -m sim.bench.counting``; ``fitscale``: ``sim fit`` on a shared-room run's store and
   the fitted scenario at ``--scale 1, 4, 10``, ``python -m sim.bench.fitscale``.

@@ -52,7 +52,7 @@ def hook_news(folder: Path, runs: int) -> dict[str, Any]:
 
     repo, db, key, me, peer = _two_sessions(folder)
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV} | {"AGENTS_ROOM_DB": str(db)}
-    hook = shlex.split(installed_command(repo))
+    hook = shlex.split(installed_command(repo))  # SessionStart: the plain Python command
     event = json.dumps({"session_id": key, "hook_event_name": "UserPromptSubmit", "cwd": str(repo), "prompt": "go"})
     walls: dict[str, list[float]] = {"on": [], "off": []}
     with Store.open(db) as store:

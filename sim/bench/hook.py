@@ -1,12 +1,15 @@
-"""The hook command's wall time from process start, as a harness runs it: spawn, the
-interpreter's start-up, the hook's answer, exit. The command is the one ``agents-room install
-claude-code`` writes (taken from its plan, reported as ``command``), run as the argv the
-harness's shell would run. ``python -c pass`` and ``python -S -c pass`` are measured beside
-it: the floor any Python hook has on this machine, with and without ``site``.
+"""What a hook run costs, CPU and wall from spawn to exit, as a harness runs it: each
+harness's tool-call hook exactly as its install writes it (Claude Code's, Codex's, Gemini
+CLI's project and user installs: reported as ``commands``), through the shell that harness
+uses, with this process standing for the harness (the parent of the hook's shell and of a
+real ``agents-room serve``, which keeps the quiet marker). ``sh -c true``, ``bash -c true``
+and ``python -I -S -c pass`` are measured beside them: the floors.
 
-Two paths: *quiet* (a ``UserPromptSubmit`` of a session with nothing new, the common case:
-one read-only probe) and *news* (one unannounced message: the store announces and marks
-it). Each run's output is checked, so the figures are of the path they claim.
+Three paths: *quiet* (nothing new: the marker answers in the shell, no Python), *news* (one
+unannounced message: the store announces and marks it), and *no_marker* (the server gone:
+the Python probe, as every hook ran before; ``python_hook_quiet`` is the plain Python
+command on that path). Each run's output is checked, so the figures are of the path they
+claim.
 
     python -m sim.bench.hook [--runs 50]
 """
@@ -53,17 +56,45 @@ def _summary(walls: list[float], cpus: list[float]) -> dict[str, Any]:
             "wall_min_ms": float(w.min()), "wall_max_ms": float(w.max()), "cpu_median_ms": float(np.median(cpus))}
 
 
-def installed_command(folder: Path) -> str:
-    """The ``UserPromptSubmit`` hook command ``agents-room install claude-code`` would write
-    (its plan for a project in ``folder``; nothing is written)."""
+def installed_command(folder: Path, event: str = "SessionStart") -> str:
+    """The ``event`` hook command ``agents-room install claude-code`` would write (its plan
+    for a project in ``folder``; nothing is written). SessionStart's is the plain Python
+    command (a harness runs it as an argv through its shell: ``shlex.split`` reads it)."""
     from agents_room.harnesses.install import hook_command
     from agents_room.harnesses.registry import plan
 
     [settings] = [c for c in plan("claude-code", "project", folder, folder, serve_command(), hook_command())
                   if c.path.name == "settings.local.json"]  # the hooks: this machine's paths, local settings
-    [group] = json.loads(settings.after)["hooks"]["UserPromptSubmit"]
-    [hook] = group["hooks"]
-    return str(hook["command"])
+    [group] = json.loads(settings.after)["hooks"][event]
+    return str(group["hooks"][0]["command"])
+
+
+# Each harness's installed hook of a tool call: (harness, scope, file, event, the shell that
+# runs it: Claude Code /bin/sh, Codex and Gemini CLI bash).
+INSTALLS = (("claude-code", "project", "settings.local.json", "PostToolUse", "/bin/sh"),
+            ("codex", "user", "hooks.json", "PostToolUse", "/bin/bash"),
+            ("gemini", "project", "settings.json", "AfterTool", "/bin/bash"),
+            ("gemini", "user", "settings.json", "AfterTool", "/bin/bash"))
+
+
+def tool_call_commands(repo: Path, home: Path) -> dict[str, tuple[str, str]]:
+    """``harness/scope`` -> (shell, the command its install writes for a tool call's event),
+    from each install's plan in ``repo`` and ``home``; the launcher a committed file runs is
+    written under ``home``, as the install would."""
+    from agents_room.harnesses.install import hook_command
+    from agents_room.harnesses.registry import plan
+
+    out = {}
+    for harness, scope, name, event, shell in INSTALLS:
+        changes = plan(harness, scope, repo, home, serve_command(), hook_command())
+        for c in changes:
+            if c.path.name == "hook" and c.path.parent.name == ".agents-room":
+                c.path.parent.mkdir(parents=True, exist_ok=True)
+                c.path.write_text(c.after)
+        [hooks] = [c for c in changes if c.path.name == name]
+        [group] = json.loads(hooks.after)["hooks"][event]
+        out[f"{harness}/{scope}"] = (shell, str(group["hooks"][0]["command"]))
+    return out
 
 
 def _floor(argv: list[str], runs: int, env: dict[str, str], cwd: Path) -> dict[str, Any]:
@@ -75,48 +106,82 @@ def _floor(argv: list[str], runs: int, env: dict[str, str], cwd: Path) -> dict[s
     return _summary(walls, cpus)
 
 
+def _runs(argv: list[str], event: str, env: dict[str, str], cwd: Path, runs: int, *, expect: str,
+          before: Any = None) -> dict[str, Any]:
+    walls, cpus = [], []
+    for _ in range(runs):
+        if before:
+            before()
+        wall, cpu, said = _timed(argv, event, env, cwd)
+        if (expect == "" and said.strip()) or (expect and expect not in said):
+            raise RuntimeError(f"{argv[-1][:80]}: expected {expect or 'nothing'!r}, got {said[:200]!r}")
+        walls.append(wall)
+        cpus.append(cpu)
+    return _summary(walls, cpus)
+
+
+def _wait_for(path: Path, present: bool, server: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while path.exists() != present:
+        if server.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the quiet marker {path} is {'absent' if present else 'there'}")
+        time.sleep(0.05)
+
+
 def measure(folder: Path, runs: int = 50) -> dict[str, Any]:
+    """Each harness's tool-call hook as installed, run through its shell with this process as
+    the harness (the parent of the shell and of a real ``agents-room serve``): quiet with the
+    server's marker (no Python), news (one message to announce), and quiet without a marker
+    (the server gone: the Python probe, as every hook ran before)."""
     from agents_room.store import Store
 
     folder.mkdir(parents=True, exist_ok=True)
+    home = folder / "home"
     repo = folder / "repo"
     (repo / ".git").mkdir(parents=True, exist_ok=True)
+    home.mkdir()
     db = folder / "store" / "room.db"
-    key = str(uuid.uuid4())
     with Store.open(db) as store:
-        me = store.room_join(cwd=str(repo), pid=None, label="hooked", harness_key=key).session_id
+        me = store.room_join(cwd=str(repo), pid=os.getpid(), label="hooked", harness="claude-code").session_id
         peer = store.room_join(cwd=str(repo), pid=None, label="peer").session_id
         for i in range(200):  # some history, so the probe's lookups are not on empty tables
             store.msg_send(peer, me, subject=f"old {i}")
         store.hook_event(me, announce=True)
     env = {k: v for k, v in os.environ.items() if k not in _FOREIGN_ENV}
-    env["AGENTS_ROOM_DB"] = str(db)
-    command = installed_command(repo)
-    hook = shlex.split(command)
-    event = json.dumps({"session_id": key, "hook_event_name": "UserPromptSubmit", "cwd": str(repo), "prompt": "go"})
-    out: dict[str, Any] = {"command": command, "event": "UserPromptSubmit"}
+    env |= {"AGENTS_ROOM_DB": str(db), "HOME": str(home)}
+    commands = tool_call_commands(repo, home)
+    event = json.dumps({"session_id": str(uuid.uuid4()), "hook_event_name": "PostToolUse", "cwd": str(repo)})
+    out: dict[str, Any] = {"commands": {k: v[1] for k, v in commands.items()}, "runs": runs}
     out["python_c_pass"] = _floor([sys.executable, "-c", "pass"], runs, env, repo)
     out["python_S_c_pass"] = _floor([sys.executable, "-S", "-c", "pass"], runs, env, repo)
+    out["sh_c_true"] = _floor(["/bin/sh", "-c", "true"], runs, env, repo)
+    out["bash_c_true"] = _floor(["/bin/bash", "-c", "true"], runs, env, repo)
+    out["python_I_S_c_pass"] = _floor([sys.executable, "-I", "-S", "-c", "pass"], runs, env, repo)
+    plain = shlex.split(installed_command(repo))
+    out["python_hook_quiet"] = _runs(plain, event, env, repo, runs, expect="")
 
-    walls, cpus = [], []
-    for _ in range(runs):
-        wall, cpu, said = _timed(hook, event, env, repo)
-        if said.strip():
-            raise RuntimeError(f"the quiet hook said something: {said[:200]}")
-        walls.append(wall)
-        cpus.append(cpu)
-    out["quiet"] = _summary(walls, cpus)
-
-    walls, cpus = [], []
-    with Store.open(db) as store:
-        for i in range(runs):
-            store.msg_send(peer, me, subject=f"new {i}")  # untimed: one message to announce
-            wall, cpu, said = _timed(hook, event, env, repo)
-            if "additionalContext" not in said:
-                raise RuntimeError(f"the hook did not announce the new message: {said[:200]!r}")
-            walls.append(wall)
-            cpus.append(cpu)
-    out["news"] = _summary(walls, cpus)
+    marker = db.parent / "quiet" / str(os.getpid())
+    server = subprocess.Popen([*shlex.split(serve_command()), "serve"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, env=env, cwd=repo)
+    try:
+        _wait_for(marker, True, server)
+        with Store.open(db) as store:
+            for name, (shell, command) in commands.items():
+                argv = [shell, "-c", command]
+                out[f"quiet/{name}"] = _runs(argv, event, env, repo, runs, expect="")
+                n = iter(range(runs))
+                out[f"news/{name}"] = _runs(argv, event, env, repo, runs, expect="additionalContext",
+                                            before=lambda: store.msg_send(peer, me, subject=f"new {next(n)}"))
+                _wait_for(marker, True, server)
+    finally:
+        server.stdin.close()  # type: ignore[union-attr]
+        server.wait(timeout=60)
+    _wait_for(marker, False, server)
+    for name, (shell, command) in commands.items():
+        out[f"no_marker/{name}"] = _runs([shell, "-c", command], event, env, repo, runs, expect="")
+    # What `sim bench`'s report reads (sim/bench/report.py): Claude Code's tool-call hook.
+    out["command"] = commands["claude-code/project"][1]
+    out["quiet"], out["news"] = out["quiet/claude-code/project"], out["news/claude-code/project"]
     return out
 
 

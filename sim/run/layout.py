@@ -75,6 +75,19 @@ class Layout:
         return self.repos / repo.name if spelling == 0 else self.out / "spelled" / str(spelling) / repo.name
 
 
+# The spellings of a repository's ``src/`` folder inside it ([[repos]] inner_spellings), each
+# made by make_repo: as is; ``alias/``, a symlink to it; ``via/../``, through ``via -> src/pkg``,
+# whose ``..`` the kernel applies to ``src/pkg`` (the folder the link leads to), so it names
+# ``src/``, while collapsing it as text would name the repository's top.
+INNER = ("src/", "alias/", "via/../")
+
+
+def inner_file(name: str, repo: Repo, position: int) -> str:
+    """``name`` (``src/...``) as the agent at ``position`` among ``repo``'s agents spells it."""
+    inner = INNER[(position // repo.spellings) % repo.inner_spellings]
+    return inner + name[len(INNER[0]):] if name.startswith(INNER[0]) else name
+
+
 def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return base / f"{scenario.name}-{stamp}"
@@ -95,6 +108,10 @@ def make_repo(path: Path, files: list[str]) -> None:
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "initial files"], check=True)
+    # INNER's folders, untracked (a checkout's own symlinks): src/pkg for via's .. to climb out of
+    (path / "src" / "pkg").mkdir(parents=True, exist_ok=True)
+    (path / "alias").symlink_to("src")
+    (path / "via").symlink_to(os.path.join("src", "pkg"))
 
 
 def prepare(scenario: Scenario, layout: Layout) -> None:
@@ -106,7 +123,8 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
     (layout.out / "scenario.toml").write_text(to_toml(scenario))
     for repo in scenario.repos:
         make_repo(layout.repos / repo.name, file_names(repo.files))
-    make_spellings(layout, max(r.spellings for r in scenario.repos))
+    inner = [r.name for r in scenario.repos if r.inner_spellings > 1]
+    make_spellings(layout, max(r.spellings for r in scenario.repos), inner)
     # Create the schema once, before the agents race to open the file. A store an earlier run
     # left: its dead sessions are pruned first, and this run's events are those after it.
     with Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s) as store:
@@ -115,11 +133,12 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
             layout.first_seq = store.last_seq()
 
 
-def make_spellings(layout: Layout, spellings: int) -> dict[str, str]:
+def make_spellings(layout: Layout, spellings: int, repos: list[str] = ()) -> dict[str, str]:
     """The symlinks ``spelled/1`` .. ``spelled/<spellings - 1>`` to ``repos/`` (relative: the
     run's folder may move), and ``spellings.json`` mapping every spelling of ``repos`` to its
-    real path. The checker reads the file, not the links: it judges the run's files wherever
-    they are."""
+    real path, and every spelling of ``src/`` inside each of ``repos`` (those with
+    inner_spellings; INNER) under each of those to the real ``src``. The checker reads the file, not the links: it judges the
+    run's files wherever they are."""
     real = os.path.realpath(layout.repos)
     names = {str(layout.repos): real}
     for k in range(1, spellings):
@@ -127,6 +146,11 @@ def make_spellings(layout: Layout, spellings: int) -> dict[str, str]:
         link.parent.mkdir(exist_ok=True)
         os.symlink(os.path.join("..", layout.repos.name), link)
         names[str(link)] = real
+    for folder in list(names):
+        for repo in repos:
+            for inner in INNER[1:]:
+                names[f"{folder}/{repo}/{inner.rstrip('/')}"] = f"{real}/{repo}/src"
+            names[f"{folder}/{repo}/via"] = f"{real}/{repo}/src/pkg"  # via/ itself: a workload's "whole repo"
     mapping = {spelled: named for spelled, named in names.items() if spelled != named}
     layout.spellings.write_text(json.dumps(mapping, indent=1) + "\n")
     return mapping

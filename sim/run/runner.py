@@ -26,7 +26,7 @@ from typing import Any, Callable
 from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
 from .drivers import serve_command
-from .layout import Layout, file_names, prepare, store_location
+from .layout import Layout, file_names, inner_file, prepare, store_location
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -114,7 +114,7 @@ class Runner:
                       "AGENTS_ROOM_BUSY_TIMEOUT_S": str(self.scn.run.busy_timeout_s), "PWD": str(repo_path)}
         cfg = {
             "agent": name, "agent_no": no, "n_agents": n_total, "generation": generation, "cwd": str(repo_path),
-            "files": [str(repo_path / f) for f in files], "hot": hot, "rooms": list(repo.rooms),
+            "files": [f"{repo_path}/{inner_file(f, repo, position)}" for f in files], "hot": hot, "rooms": list(repo.rooms),
             "tags": list(repo.tags), "all_tags": self.scn.tags, "harness_key": key, "db": str(self.layout.db),
             "autonomy": repo.autonomy, "wake_lever": repo.wake_lever,
             "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),

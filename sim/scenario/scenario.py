@@ -73,6 +73,9 @@ class Repo:
     # How many ways its agents spell its path: 2 or more gives some of them the repository
     # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
     spellings: int = 1
+    # Spellings of the files inside it (sim/run/layout.py's INNER): 2 adds ``alias/`` for ``src/``
+    # (a symlinked folder inside it), 3 also ``via/../`` (``via -> src/pkg``: the kernel's ``..``).
+    inner_spellings: int = 1
     # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
     # empty, the three in HARNESSES.
     harnesses: tuple[str, ...] = ()
@@ -240,6 +243,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         autonomy=_level(t, "autonomy"),
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
+        inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:
@@ -356,21 +360,18 @@ def _check_wake(repos: tuple[Repo, ...], w: Workload, run: Run) -> None:
     environment, and its watcher, not a tool, signals."""
     if run.driver == "direct":
         return
-    levers = [r.name for r in repos if r.wake_lever]
-    if levers:
+    if levers := [r.name for r in repos if r.wake_lever]:
         raise ScenarioError(f"[repos] wake_lever: the {run.driver} driver cannot give an agent the simulator's lever "
                             f"(repos {levers}); use driver = \"direct\"")
-    wake = [k for k, v in w.mix if k in WAKE_KEYS and v > 0]
-    if wake:
+    if wake := [k for k, v in w.mix if k in WAKE_KEYS and v > 0]:
         raise ScenarioError(f"[workload.mix] {wake[0]}: wake ops need driver = \"direct\", not {run.driver!r}")
 
 
 def _check_harness(repos: tuple[Repo, ...], run: Run, faults: Any, hosts: Any) -> None:
     """``harnesses`` are the harness driver's; that driver runs real CLIs on this machine, with
     no fault of the nemesis's and no simulated hosts."""
-    named = [r.name for r in repos if r.harnesses]
     if run.driver != "harness":
-        if named:
+        if named := [r.name for r in repos if r.harnesses]:
             raise ScenarioError(f"[repos] harnesses: only the harness driver runs CLIs (repos {named}); "
                                 f"use driver = \"harness\", not {run.driver!r}")
         return

@@ -107,6 +107,13 @@ def serve(args: argparse.Namespace) -> int:
     lever = None if address else wake.lever_name(os.environ, who.pid)
     # One agent per stdio server: its tool calls run on the event loop (no thread hop).
     server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
+    # A stdio server keeps its harness's quiet marker: the hooks of every tool call then cost
+    # a shell's start while there is nothing to tell (agents_room/harnesses/quiet.py).
+    keeper = None
+    if not address:
+        from .harnesses import quiet
+
+        keeper = quiet.keeper(store, who, os.environ)
     try:
         if address:
             import anyio
@@ -126,6 +133,9 @@ def serve(args: argparse.Namespace) -> int:
                 watcher.stop()
     except KeyboardInterrupt:
         return 130
+    finally:
+        if keeper:
+            keeper.stop()
     return 0
 
 

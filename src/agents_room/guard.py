@@ -5,7 +5,8 @@ covered by a live exclusive lease of another session, naming each path, the hold
 session, and when the lease ends (the rule: store/commitguard.py). The committer is the
 session whose harness key is in the environment (``$AGENTS_ROOM_HARNESS_KEY`` first, as the
 MCP server reads it), else the one agent whose harness process is among the hook's
-ancestors. A commit from no session (a person), or from a process that hosts several
+ancestors, and which hosts no other agent (a server started through a launcher that stays its
+parent records the launcher: it is found by walking up from it). A commit from no session (a person), or from a process that hosts several
 agents (nothing says which made it), is blocked by every exclusive lease, and told how to
 proceed.
 
@@ -163,6 +164,7 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
     ``Committers`` and ``Blocker``); None, after one line, when there is no store there
     (never created: nobody holds a lease)."""
     keys, pids = harness_keys(), _ancestors(ANCESTOR_DEPTH)
+    top = os.getcwd()  # the work tree's top (git runs a hook there): identities are looked up beneath it
     if not lean:  # a database server: through the store itself
         if sys.flags.no_site:  # PostgreSQL's driver is in site-packages (guard_entry.py skipped site)
             import site
@@ -173,12 +175,14 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
 
         with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
                 store.db.read() as tx:
-            who = committers(tx, keys, pids, store.host)
-            return who, blockers(tx, paths, {c.session_id for c in who.mine})
+            from agents_room.store.paths import identifier, still
+
+            who = committers(tx, keys, pids, store.host, lineage)
+            return who, blockers(tx, paths, {c.session_id for c in who.mine}, identifier(top), still)
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
-    (rule,) = store_modules("commitguard")
+    rule, named = store_modules("commitguard", "paths")
     # The guard only reads: the bare C connection, as the mail hook's probe reads (hook.probe),
     # without the store's writer machinery (admission queue, migrations) and its imports.
     # mode=rw: a path that is no file is never created.
@@ -192,10 +196,31 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         conn.execute("BEGIN")  # one snapshot for both lookups (WAL: a reader never waits for writers)
         tx = _Reader(conn)
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
-        who = rule.committers(tx, keys, pids, None)
-        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine})
+        who = rule.committers(tx, keys, pids, None, lineage)
+        # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up.
+        fresh = conn.execute("PRAGMA user_version").fetchone()[0] >= 5
+        identify = named.identifier(top) if fresh else None
+        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.still)
     finally:
         conn.close()
+
+
+def lineage(pid: int) -> list[int]:
+    """``pid``'s ancestors, its parent first (the store's rule asks it of each session's
+    recorded process once ancestry found an agent's: store/commitguard.py); empty when it is
+    gone."""
+    out = []
+    for _ in range(ANCESTOR_DEPTH):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            pid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if pid <= 1:
+            break
+        out.append(pid)
+    return out
 
 
 class _Reader:

@@ -62,6 +62,15 @@ MUTANTS = (
            "paths keyed by the caller's spelling (abspath, no symlink resolved): one file reached through a "
            "symlink is two leases",
            ("lease-exclusive",), ("lease-windows",)),
+    Mutant("dotdot-as-text", "mutants.spellings:dotdot_as_text",
+           "`..` collapsed as text before a path is resolved: <repo>/via/../x.py (via -> src/pkg) is keyed "
+           "<repo>/x.py, another file: the store's events name other files than the clients' calls",
+           # (the checker puts every path in its kernel spelling: the events' keys are not the files claimed)
+           ("history-events",), ("lease-windows",), scope=(*LEASE, "history-events")),
+    Mutant("beneath-unresolved", "mutants.spellings:beneath_unresolved",
+           "no symlink resolved beneath a canonical cwd: a symlinked folder inside the repository (alias -> src) "
+           "is another folder to directory leases, file: targets and reads",
+           ("lease-exclusive",), (), ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

@@ -56,3 +56,55 @@ def spelling_keyed(db: str, busy_timeout_s: float) -> Any:
     """The shipped store with paths keyed by spelling."""
     respell()
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+# -- the kernel's rule inside a repository (issue: `..` after a symlink, a symlinked folder) ---------------
+
+
+def _text_absolute(path: str, cwd: str = "") -> str:
+    """``path`` made absolute with every ``..`` collapsed as text (``abspath``), as stores did
+    before ``..`` was the kernel's: ``<repo>/via/../x.py`` keys ``<repo>/x.py``."""
+    return os.path.abspath(os.path.join(cwd or os.getcwd(), path))
+
+
+def dotdot_as_text(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store with ``..`` collapsed as text before paths are resolved (the one
+    rule that keeps it, ``paths.absolute``, swapped for ``abspath``); proved on a real
+    symlink before the store opens."""
+    from agents_room.store import paths
+
+    shipped = paths.absolute
+    if shipped is not _text_absolute:
+        paths.absolute = _text_absolute
+        rebind(shipped, _text_absolute)
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        os.makedirs(os.path.join(top, "src", "pkg"))
+        os.symlink(os.path.join("src", "pkg"), os.path.join(top, "via"))
+        if bounds.path("via/../x.py", top) != os.path.join(top, "x.py"):
+            raise MutationError(f"bounds.path still applies .. as the kernel does ({bounds.path('via/../x.py', top)}): "
+                                "the store keeps .. somewhere the mutant does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def beneath_unresolved(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store that looks nothing up beneath a canonical cwd (``paths._beneath``, the
+    fast path for a session's own paths, returns the path as written): a symlinked folder
+    inside the repository (``alias -> src``) is another folder to it. Its leases of existing
+    files still meet by identity (device and inode); its directory leases, ``file:`` targets
+    and reads do not."""
+    from agents_room.store import paths
+
+    def as_written(real: str, path: str) -> str:
+        return path
+
+    if paths._beneath.__name__ != "as_written":
+        paths._beneath = as_written
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        os.mkdir(os.path.join(top, "src"))
+        os.symlink("src", os.path.join(top, "alias"))
+        paths.found_canonical(top)
+        if bounds.path("alias/x.py", top) != os.path.join(top, "alias", "x.py"):
+            raise MutationError("bounds.path still resolves a symlinked folder beneath a canonical cwd")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)

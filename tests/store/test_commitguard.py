@@ -122,6 +122,27 @@ def test_several_agents_among_the_ancestors_make_the_commit_nobodys(store: Store
         assert committers(tx, [], [4242], None) == Committers([Committer(carol, "carol", "unknown", False)], [])
 
 
+def test_an_agent_whose_process_descends_from_the_committers_host_is_a_candidate(
+        store: Store, join: Callable[..., str]) -> None:
+    """4242 runs alice's server itself and bob's through a launcher (5000, its child), which
+    bob's session records: ancestry (the commit's: 7, 4242, 1) finds alice alone; the process
+    tree (``lineage``) finds bob beneath 4242 too. An agent elsewhere (6000, under 1) is not."""
+    ka, kb = "1a2b3c4d-0000-4000-8000-00000000000a", "1a2b3c4d-0000-4000-8000-00000000000b"
+    alice, bob = join(label="alice", pid=4242, harness_key=ka), join(label="bob", pid=5000, harness_key=kb)
+    join(label="far", pid=6000)
+    tree = {5000: [4242, 1], 6000: [1], 4242: [1]}.get
+    with store.db.read() as tx:
+        assert ids(committers(tx, [], [7, 4242, 1], None).mine) == [alice]  # ancestry alone: the unsafe guess
+        both = committers(tx, [], [7, 4242, 1], None, lambda pid: tree(pid, []))
+        assert both.mine == [] and ids(both.candidates) == [alice, bob]
+        assert ids(committers(tx, [kb], [7, 4242, 1], None, lambda pid: tree(pid, [])).mine) == [bob]
+        # nothing among the ancestors: nobody, and the tree is not walked from init
+        assert committers(tx, [], [7, 1], None, lambda pid: tree(pid, [])) == Committers([], [])
+    store.room_leave(bob)
+    with store.db.read() as tx:
+        assert ids(committers(tx, [], [7, 4242, 1], None, lambda pid: tree(pid, [])).mine) == [alice]
+
+
 @pytest.mark.sqlite_only
 def test_the_lookup_searches_the_path_index(store: Store, join: Callable[..., str], repo: Path) -> None:
     """The cost follows the commit's paths, not the number of live leases."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Clock, LeaseNotHeld, Store
+from agents_room.store.errors import InvalidArgument
 
 from .conftest import rows
 
@@ -277,6 +278,7 @@ def test_drift_stays_minor_for_a_directory_lease_beside_the_file(
     target.write_text("one\n")
     store.note_read(me, "src/apiary.py")
     store.lease_claim(other, "src/api/")
-    store.lease_claim(other, "src/apiary.py/")  # a directory of the file's own name covers nothing of it
+    with pytest.raises(InvalidArgument, match="src/apiary.py/ ends with / but .* is a file"):
+        store.lease_claim(other, "src/apiary.py/")  # no directory of the file's own name: ENOTDIR to the kernel
     target.write_text("two\n")
     assert store.drift_check(me, "src/apiary.py").severity == "MINOR"

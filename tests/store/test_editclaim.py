@@ -125,3 +125,23 @@ def test_a_holder_whose_agent_is_gone_is_left_and_the_edit_goes_through(store: S
 def test_no_files_is_refused_naming_the_field(store: Store, repo: Path) -> None:
     with pytest.raises(InvalidArgument, match="files"):
         store.edit_claim(cwd=str(repo), files=[], harness="codex", keys=[KEY_A])
+
+
+def test_the_kernels_spellings_are_one_file_to_the_edit_guard(store: Store, repo: Path, tmp_path: Path, join) -> None:
+    """``link/../x.py`` with ``link`` a symlink to a folder elsewhere is that folder's parent's
+    ``x.py`` to the kernel (not the repository's), and a hard link is its file under another
+    name: another session's lease on either name holds the edit off."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "dir").mkdir(parents=True)
+    (elsewhere / "x.py").write_text("theirs\n")
+    (repo / "x.py").write_text("ours\n")
+    (repo / "link").symlink_to(elsewhere / "dir")
+    other = join(label="elsewhere")
+    assert store.lease_claim(other, str(elsewhere / "x.py")).ok
+    mine = edit(store, repo, ["x.py"], KEY_A)  # the repository's own x.py: nobody's
+    assert mine.ok
+    through = edit(store, repo, ["link/../x.py"], KEY_A)
+    assert not through.ok and through.holder.lease.session_id == other, through.reason
+    (repo / "hard.py").hardlink_to(elsewhere / "x.py")
+    linked = edit(store, repo, ["hard.py"], KEY_A)
+    assert not linked.ok and linked.holder.lease.session_id == other, linked.reason

@@ -66,7 +66,7 @@ def _filled(store: Store, repo: Path) -> str:
 
 
 def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, repo: Path) -> None:
-    """The same of migrate_4.sql's claim function, its statements' plans as the server ran
+    """The same of migrate_5.sql's claim function, its statements' plans as the server ran
     them (auto_explain, nested statements, sent to this client as notices)."""
     other = _filled(store, repo)
     conn = store.db._connection()  # type: ignore[attr-defined]
@@ -76,11 +76,13 @@ def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, re
                  "SET auto_explain.log_nested_statements = on; SET auto_explain.log_level = notice")
     assert not store.lease_claim(other, "d7/").ok
     assert store.lease_claim(other, "e/x.py").ok
-    covering = [p for p in plans if "l.path = ANY (covering)" in p]
+    covering = [p for p in plans if "l.path = ANY (covering)" in p]  # or l.ident = ANY (p_idents): migrate_5.sql's
     beneath = [p for p in plans if 'l.path COLLATE "C" > p_path' in p]
     assert len(covering) == 2 and len(beneath) == 1, plans
     for plan in covering + beneath:
         assert "leases_pkey" in plan and "Seq Scan on leases" not in plan, plan
+    for plan in covering:
+        assert "leases_ident" in plan, plan
     assert "Index Cond: ((path > " in beneath[0], "the range is not an index condition"
 
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from agents_room.store import Store, leases, paths
+from agents_room.store.commitguard import blockers
+from agents_room.store.errors import InvalidArgument
 from .conftest import rows
 
 KEY = "6f1c3c0e-8a55-4a8e-9d4c-1b2a3c4d5e6f"
@@ -156,15 +159,26 @@ def test_distinct_work_trees_stay_distinct(store: Store, real: Path, tmp_path: P
     assert len({g.lease.path for g in granted}) == 3
 
 
-def test_hard_links_are_two_paths(store: Store, real: Path) -> None:
-    """docs/decisions.md: the rule stops at names; two links to one inode are two leases."""
+def test_hard_links_are_one_file(store: Store, real: Path) -> None:
+    """docs/decisions.md: two links to one inode are two paths and one file: a lease of one is
+    in the way of a claim of the other (device and inode, recorded with the lease)."""
     os.link(real / "src" / "x.py", real / "src" / "hard.py")
     assert os.stat(real / "src" / "x.py").st_ino == os.stat(real / "src" / "hard.py").st_ino
     a = store.room_join(cwd=str(real), pid=None).session_id
     b = store.room_join(cwd=str(real), pid=None).session_id
     assert store.lease_claim(a, "src/x.py").ok
     held = store.lease_claim(b, "src/hard.py")
-    assert held.ok and held.lease.path == str(real / "src" / "hard.py")
+    assert not held.ok and held.holder.session_id == a and held.holder.path == str(real / "src" / "x.py")
+    assert held.reason.startswith(f"{real}/src/hard.py is, by device and inode, the file or beneath the folder of "
+                                  f"{real}/src/x.py, which is held exclusive by {a}")
+    assert store.lease_check(b, "src/hard.py").lease.session_id == a
+    assert store.lease_claim(b, "src/hard.py", mode="shared").holder.session_id == a
+    # x.py replaced by a save-by-rename: its name leads to another inode, and the lease with it;
+    # hard.py keeps the old inode, which the lease recorded but no longer names
+    (real / "src" / "x.py.tmp").write_text("x = 2\n")
+    os.replace(real / "src" / "x.py.tmp", real / "src" / "x.py")
+    assert store.lease_claim(b, "src/hard.py").ok
+    assert store.lease_claim(b, "src/x.py").holder.session_id == a
 
 
 # -- rows written before paths were canonical -----------------------------------------------------------
@@ -214,3 +228,162 @@ def test_an_old_read_baseline_under_a_spelling_is_found(store: Store, real: Path
     (real / "src" / "x.py").write_text("x = 2\n")
     drift = store.drift_check(sid, "src/x.py")
     assert (drift.severity, drift.baseline) == ("MINOR", True)
+
+
+# -- `..` as the kernel reads it ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def beyond(real: Path) -> Path:
+    """``<d>/elsewhere``, with ``x.py`` and ``dir/``, reached from the repository through
+    ``<repo>/ext -> <d>/elsewhere/dir``: ``<repo>/ext/../x.py`` is ``<d>/elsewhere/x.py`` to
+    the kernel, while collapsing ``ext/..`` as text makes it ``<repo>/x.py``, another file."""
+    top = real.parent.parent
+    (top / "elsewhere" / "dir").mkdir(parents=True)
+    (top / "elsewhere" / "x.py").write_text("e = 1\n")
+    (real / "x.py").write_text("r = 1\n")
+    (real / "ext").symlink_to(top / "elsewhere" / "dir")
+    return top / "elsewhere"
+
+
+def test_dotdot_applies_to_the_resolved_folder(real: Path, beyond: Path) -> None:
+    ext = f"{real}/ext"
+    assert paths.absolute("ext/../x.py", str(real)) == f"{ext}/../x.py"  # kept for the kernel's rule
+    assert paths.absolute("src/./x.py", str(real)) == os.path.abspath(f"{real}/src/x.py")
+    shapes = [f"{ext}/../x.py", f"{ext}/..", f"{ext}/../new/a/../b.py", f"{real}/nope/../ext/../x.py",
+              f"{real}/src/../ext/../dir/", f"{ext}/../../real/repo/src/x.py"]
+    assert [paths.canonical(p) for p in shapes] == [
+        f"{beyond}/x.py", str(beyond), f"{beyond}/new/b.py", f"{beyond}/x.py", f"{beyond}/dir/",
+        f"{real}/src/x.py"]
+    # beneath a canonical cwd too: the fast path never walks a `..`
+    assert paths.canonical(f"{ext}/../x.py", str(real)) == f"{beyond}/x.py"
+    assert paths.glob(f"{ext}/../*.py") == f"{beyond}/*.py"
+    assert paths.canonical(f"{real}/src/../x.py") == f"{real}/x.py"  # no symlink: as text, as ever
+
+
+def test_dotdot_after_a_symlinked_folder_is_one_file_to_every_rule(store: Store, real: Path, beyond: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice", room="team").session_id
+    b = store.room_join(cwd=str(beyond), pid=None, label="bob", room="team").session_id
+    assert store.lease_claim(b, "x.py").lease.path == f"{beyond}/x.py"
+    for spelled in ("ext/../x.py", f"{real}/ext/../x.py"):
+        denied = store.lease_claim(a, spelled)
+        assert not denied.ok and denied.holder.session_id == b
+        assert store.lease_check(a, spelled).lease.session_id == b
+    assert denied.reason.startswith(f"{real}/ext/../x.py (the same file as {beyond}/x.py) is held exclusive by {b}")
+    assert store.msg_send(a, f"file:{real}/ext/../x.py").recipients == [b]
+    assert store.msg_send(a, f"file:{real}/ext/../*.py").recipients == [b]
+    store.note_read(a, "ext/../x.py")
+    (beyond / "x.py").write_text("e = 2\n")
+    drift = store.drift_check(a, "ext/../x.py")
+    assert (drift.severity, drift.holder, drift.path) == ("CRITICAL", b, f"{beyond}/x.py")
+    # the file the text would name is another file, free
+    assert store.lease_claim(a, "x.py").lease.path == f"{real}/x.py"
+    # a directory lease spelled through the link, and the commit guard
+    store.lease_release(b, "x.py")
+    assert store.lease_claim(a, "ext/..").lease.path == f"{beyond}/"
+    assert store.lease_check(b, "x.py").lease.path == f"{beyond}/"
+    with store.db.read() as tx:
+        assert [x.session_id for x in blockers(tx, [f"{beyond}/x.py"], {b})] == [a]
+    # a session joining with such a cwd is in the folder the kernel says
+    c = store.room_join(cwd=f"{real}/ext/..", pid=None, label="carol")
+    assert c.rooms == ["repo:elsewhere"]  # b's room, not the repository's
+    assert {m.session_id: m.cwd for m in store.room_who()}[c.session_id] == str(beyond)
+    assert store.lease_claim(c.session_id, "dir/z.py").holder.session_id == a
+
+
+def test_a_trailing_slash_on_a_file_is_refused_naming_it(store: Store, real: Path) -> None:
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    assert store.lease_claim(a, "src/x.py").ok
+    for call in (store.lease_claim, store.lease_check, store.note_read, store.drift_check):
+        with pytest.raises(InvalidArgument, match=f"path: src/x.py/ ends with / but {real}/src/x.py is a file"):
+            call(b, "src/x.py/")
+    with pytest.raises(InvalidArgument, match=f"to: file:{real}/src/x.py/ ends with / but {real}/src/x.py is a file"):
+        store.msg_send(b, f"file:{real}/src/x.py/")
+    assert rows(store, "SELECT path, session_id FROM leases") == [(f"{real}/src/x.py", a)]
+    assert store.lease_claim(b, "src/").holder.session_id == a  # a folder's / is what it was
+    assert store.lease_claim(b, "src/new/").ok  # a folder not created yet: nothing says it is a file
+
+
+# -- a lease follows its file while it lives ---------------------------------------------------------
+
+
+def test_a_lease_follows_its_file_when_a_folder_above_is_renamed(store: Store, real: Path) -> None:
+    """``src`` renamed to ``src2`` and a symlink left in its place (``lib`` too), under live
+    leases of a file, a file not created yet and a directory: every other caller, whichever
+    name it uses now, meets them (the identity, device and inode, recorded with each lease)."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    for path in ("src/x.py", "src/new.py", "lib/"):
+        assert store.lease_claim(a, path).ok
+    for name in ("src", "lib"):
+        os.rename(real / name, real / f"{name}2")
+        (real / name).symlink_to(f"{name}2")
+    for spelled, held in (("src/x.py", "src/x.py"), ("src2/x.py", "src/x.py"), ("src/new.py", "src/new.py"),
+                          ("lib/y.py", "lib/"), ("lib2/sub/z.py", "lib/"), ("lib2/", "lib/")):
+        denied = store.lease_claim(b, spelled, mode="shared")
+        assert not denied.ok and (denied.holder.session_id, denied.holder.path) == (a, f"{real}/{held}"), spelled
+        assert store.lease_check(b, spelled).lease.path == f"{real}/{held}", spelled
+    store.note_read(b, "src2/x.py")
+    (real / "src2" / "x.py").write_text("x = 2\n")
+    drift = store.drift_check(b, "src/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+    staged = [f"{real}/src2/x.py", f"{real}/lib2/y.py", f"{real}/src2/other.py"]
+    with store.db.read() as tx:
+        assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, staged, {b}, paths.identities, paths.still)] == [
+            (f"{real}/lib2/y.py", f"{real}/lib/", a), (f"{real}/src2/x.py", f"{real}/src/x.py", a)]
+        assert blockers(tx, staged, {b}) == []  # by path alone: what the guard saw before
+    # its holder still renews and releases them by their old names
+    assert store.lease_renew(a, f"{real}/src/x.py").path == f"{real}/src/x.py"
+
+
+@pytest.mark.sqlite_only
+def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
+    """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its
+    path alone while it lives; one granted after carries its file's identity."""
+    import sqlite3
+
+    with Store.open(location) as store:
+        a = store.room_join(cwd=str(real), pid=None).session_id
+        assert store.lease_claim(a, "src/x.py").ok
+    conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
+    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; PRAGMA user_version=4;")
+    conn.close()
+    with Store.open(location) as store:
+        assert store.health()["schema_version"] == 5
+        b = store.room_join(cwd=str(real), pid=None).session_id
+        assert store.lease_claim(b, "src/x.py").holder.session_id == a
+        assert store.lease_claim(b, "lib/y.py").ok
+        assert rows(store, "SELECT path, ident IS NULL FROM leases ORDER BY path") == [
+            (f"{real}/lib/y.py", 0), (f"{real}/src/x.py", 1)]
+
+
+_MOUNTED = """
+import sys
+from agents_room.store import Store
+location, shared, other = sys.argv[1:]
+with Store.open(location) as store:
+    a = store.room_join(cwd=shared, pid=None, label="host").session_id
+    b = store.room_join(cwd=other, pid=None, label="container").session_id
+    print(store.lease_claim(a, "src/x.py").ok, store.lease_claim(a, "src/new.py").ok)
+    denied = [store.lease_claim(b, p) for p in ("src/x.py", "src/new.py")]
+    print(*[(d.ok, d.holder.session_id == a, d.holder.path) for d in denied], sep="\\n")
+    print(store.lease_check(b, "src/x.py").lease.path)
+"""
+
+
+def test_a_bind_mount_is_one_set_of_files(location: str, real: Path, tmp_path: Path) -> None:
+    """The repository mounted at a second place (as a container sharing one store sees it: its
+    own mount namespace, here ``unshare -m``): two paths no symlink joins, one device and inode
+    per file, so one lease per file, a file not created yet too (its folder's identity)."""
+    mounted = tmp_path / "mnt" / "repo"
+    mounted.mkdir(parents=True)
+    script = f'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$2" "$1"'
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(real),
+                           str(mounted), sys.executable, _MOUNTED, location], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "True True"
+    assert lines[1:3] == [f"(False, True, '{mounted}/src/x.py')", f"(False, True, '{mounted}/src/new.py')"]
+    assert lines[3] == f"{mounted}/src/x.py"

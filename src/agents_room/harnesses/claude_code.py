@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .config_change import HOOK_TIMEOUT_S, LOCAL, SERVER, SHARED, USER, Change, InstallError, Store, is_ours, shown_store
+from . import hook_line
 from .json_files import both, dict_at, event_hooks_edit, json_change, server_edit
 
 NAME = "claude-code"
@@ -55,10 +56,14 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
     env = {"AGENTS_ROOM_WAKE_LEVER": "stop-hook"}
     if channel:
         env["AGENTS_ROOM_CHANNEL"] = "1"
+    # UserPromptSubmit and PostToolUse come with every prompt and tool call: they pass the quiet
+    # test first (:mod:`.hook_line`); the events that must answer run the hook itself. The
+    # store rides the settings' ``env``, which Claude Code gives its hooks.
+    quiet = hook_line.local(hook, quiet=True)
     wanted = {
         "SessionStart": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
-        "UserPromptSubmit": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
-        "PostToolUse": [{"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S}],
+        "UserPromptSubmit": [{"type": "command", "command": quiet, "timeout": HOOK_TIMEOUT_S}],
+        "PostToolUse": [{"type": "command", "command": quiet, "timeout": HOOK_TIMEOUT_S}],
         "Stop": [
             {"type": "command", "command": hook, "timeout": HOOK_TIMEOUT_S},
             {"type": "command", "command": f"{hook} --wait --timeout {WAIT_TIMEOUT_S - 60}",

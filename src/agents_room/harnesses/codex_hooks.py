@@ -21,11 +21,12 @@ approves its server. A hook edited by hand no longer matches its hash, and Codex
 from __future__ import annotations
 
 import json
-import shlex
+import os
 from pathlib import Path
 from typing import Any
 
 from .config_change import HOOK_TIMEOUT_S, USER, Change, InstallError, Store, marked
+from .hook_line import local
 from .json_files import event_hooks_edit, json_change
 from .toml_lines import Document, toml_key
 
@@ -37,17 +38,33 @@ MATCHED = frozenset({"SessionStart", "PreToolUse", "PostToolUse"})
 # Every event a hook of ours runs on, by Codex's label: the news hooks' and the edit guard's
 # (agents_room/harnesses/editguard_install.py).
 LABELS = {**EVENTS, "PreToolUse": "pre_tool_use"}
+# The event of every tool call, whose hook exits at once when there is no news (:mod:`.hook_line`),
+# when Codex's shell reads it. A prompt's hook always runs: it marks the turn's start, which the
+# terminal wake lever reads before it types into an idle pane (harnesses/turns.py).
+QUIET_EVENTS = frozenset({"PostToolUse"})
+POSIX_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "busybox"})
 DEFAULT_TIMEOUT_S = 600  # Codex's, for a hook that names none
 STATE = "hooks.state"
 
 
 def hooks_change(path: Path, hook: str, store: Store | None) -> Change:
     """Our hook on each of :data:`EVENTS` in ``hooks.json``, merged as Claude Code's settings
-    are (:func:`.json_files.event_hooks_edit`). A store named at install rides the command, as
-    the server's ``env`` does: Codex gives its hooks its own environment."""
-    command = f"AGENTS_ROOM_DB={shlex.quote(store.value)} {hook}" if store else hook
-    ours = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]
-    return json_change(path, event_hooks_edit(path, {event: ours for event in EVENTS}), USER)
+    are (:func:`.json_files.event_hooks_edit`). A store named at install rides the command
+    (exported first), as the server's ``env`` does: Codex gives its hooks its own environment."""
+    value = store.value if store else None
+
+    def ours(event: str) -> list[dict[str, Any]]:
+        command = local(hook, store=value, quiet=event in QUIET_EVENTS and posix_shell())
+        return [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]
+
+    return json_change(path, event_hooks_edit(path, {event: ours(event) for event in EVENTS}), USER)
+
+
+def posix_shell(env: dict[str, str] | None = None) -> bool:
+    """Does Codex's ``$SHELL`` (which runs its hooks) read the quiet test's ``sh`` line? Any
+    other shell (fish, ...) gets the plain command."""
+    shell = os.path.basename((os.environ if env is None else env).get("SHELL") or "/bin/sh")
+    return shell in POSIX_SHELLS
 
 
 def trusted(path: Path, text: str) -> dict[str, str]:

@@ -76,18 +76,30 @@ def shown_store(value: str) -> str:
     return redact(value)
 
 
-def committed_commands(store: Store | None, committed: str) -> tuple[str, str]:
-    """The server and hook commands of a project file a team commits (``committed``): the
-    ``agents-room`` on each teammate's PATH. InstallError for a machine-specific store, which
-    would not mean the same there."""
+def committed_commands(store: Store | None, committed: str) -> str:
+    """The server command of a project file a team commits (``committed``): the
+    ``agents-room`` on each teammate's PATH (its hooks: :func:`.hook_line.portable`).
+    InstallError for a machine-specific store, which would not mean the same there."""
     if store and not store.portable:
         raise InstallError(
             f"the store {shown_store(store.value)} is machine-specific (outside your home folder, or a URL) and "
             f"{committed} is committed: install with --scope user, or use a store under ~")
-    return "agents-room", "agents-room hook"
+    return "agents-room"
 
 
 # After installing a project file that runs ``agents-room`` by name, when that name on PATH is
 # not this installation.
 PORTABLE_NOTE = ("note: the project file runs `agents-room` by name, and that is not this installation on PATH "
                  "here: put it on PATH (README), or install with --scope user")
+
+
+def launcher_change(home: Path) -> Change:
+    """``~/.agents-room/hook``, the launcher a committed project file's hook runs on this
+    machine (:func:`.hook_line.launcher_text`): written by the install of a committed file."""
+    from .hook_line import LAUNCHER, launcher_text
+
+    path = home / LAUNCHER
+    before = read_text(path)
+    after = launcher_text()
+    notes = ("this installation's hook, for the project files a team commits",) if before != after else ()
+    return Change(path, before, after, notes, "this machine only: the hook the committed files run here")

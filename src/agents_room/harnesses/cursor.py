@@ -10,7 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config_change import PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, committed_commands, marked
+from .config_change import (PORTABLE_NOTE, SHARED, USER, Change, InstallError, Store, committed_commands,
+                            launcher_change, marked)
+from .hook_line import line
 from .json_files import dict_at, json_change, server_edit
 
 NAME = "cursor"
@@ -30,21 +32,20 @@ def notes(scope: str, *, dry_run: bool, on_path: bool) -> list[str]:
 def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bool = False,
          store: Store | None = None) -> list[Change]:
     """Project scope: ``.cursor/`` is committed and Cursor has no local form of it, so the
-    project files get portable commands (``agents-room`` on PATH); ``--scope user`` writes this
+    project files get portable commands (``agents-room`` on PATH; the hook does nothing where
+    agents-room is not installed, :mod:`.hook_line`); ``--scope user`` writes this
     installation's paths under ``~/.cursor``."""
-    import shlex
-
     base = root / ".cursor" if scope == "project" else home / ".cursor"
     servers, hooks_file = base / "mcp.json", base / "hooks.json"
     audience = SHARED if scope == "project" else USER
-    if scope == "project":
-        exe, hook = committed_commands(store, ".cursor/")
+    committed = scope == "project"
+    if committed:
+        exe = committed_commands(store, ".cursor/")
     entry: dict[str, Any] = {"command": exe, "args": ["serve"]}
-    prefix = ""
     if store:
-        entry["env"] = {"AGENTS_ROOM_DB": store.value}
-        prefix = f"AGENTS_ROOM_DB={shlex.quote(store.value)} "  # hooks get no env of their own
-    ours = {"command": f"{prefix}{hook} --format cursor --event stop", "loop_limit": 3}
+        entry["env"] = {"AGENTS_ROOM_DB": store.value}  # hooks get no env of their own: the line exports it
+    command = line(hook, committed=committed, store=store.value if store else None)
+    ours = {"command": f"{command} --format cursor --event stop", "loop_limit": 3}
 
     def hooks_edit(data: dict[str, Any]) -> list[str]:
         data.setdefault("version", 1)
@@ -58,5 +59,6 @@ def plan(scope: str, root: Path, home: Path, exe: str, hook: str, *, channel: bo
         hooks["stop"] = [h for h in stop if not marked(h)] + [ours]
         return [f"stop hook {'updated' if mine else 'added'}"]
 
-    return [json_change(servers, server_edit(servers, entry), audience),
-            json_change(hooks_file, hooks_edit, audience)]
+    changes = [json_change(servers, server_edit(servers, entry), audience),
+               json_change(hooks_file, hooks_edit, audience)]
+    return [*changes, launcher_change(home)] if committed else changes

@@ -202,7 +202,7 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
     engine, path, _ = engines.locate(db, "--db") if db else engines.locate()
     if engine != engines.SQLITE or not os.path.exists(path) or not (keys or pids):
         return False
-    targets = list(dict.fromkeys(paths.canonical(os.path.abspath(os.path.join(cwd, os.path.expanduser(f))))
+    targets = list(dict.fromkeys(paths.canonical(paths.absolute(os.path.expanduser(f), cwd))
                                  for f in files))
     try:
         from _sqlite3 import connect

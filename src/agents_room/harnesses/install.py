@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
         changes = editguard_install.extend(changes, args.harness, scope, Path(args.dir or os.getcwd()).absolute(),
                                            Path(os.path.expanduser("~")), getattr(args, "edits", "claim"),
                                            store_setting(getattr(args, "db", None)))
+        if not args.dry_run:
+            private_folders(changes, Path(os.path.expanduser("~")))
         report(changes, dry_run=args.dry_run)
         keep_out_of_git(changes, Path(args.dir or os.getcwd()).absolute(), dry_run=args.dry_run)
         on_path = bool(args.command) or executable(None) == "agents-room"
@@ -205,12 +207,22 @@ def executable(given: str | None, *, by_name: bool = True) -> str:
 def hook_command() -> str:
     """The hook command for the harness's shell: this installation's interpreter, without
     ``site``, on its hook entry (agents_room/hook_entry.py says why), so each hook event costs little more
-    than the interpreter's bare start. It does the same as ``agents-room hook``. The entry stays
-    at ``agents_room/hook_entry.py``, the path earlier installs wrote into users' settings."""
-    import shlex
+    than the interpreter's bare start. It does the same as ``agents-room hook``. The lines each
+    harness module writes around it: :mod:`.hook_line`."""
+    from .hook_line import lean
 
-    entry = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "hook_entry.py")
-    return f"{shlex.quote(sys.executable)} -I -S {shlex.quote(entry)}"
+    return lean()
+
+
+def private_folders(changes: list[Change], home: Path) -> None:
+    """``~/.agents-room``, where the launcher goes (:func:`.config_change.launcher_change`), is
+    also the default store's folder, which the store keeps private (0700,
+    store/sqlite/opening.py): created so here when the launcher comes first."""
+    from .hook_line import LAUNCHER
+
+    folder = home / LAUNCHER.rpartition("/")[0]
+    if any(c.changed and c.path.parent == folder for c in changes):
+        os.makedirs(folder, mode=0o700, exist_ok=True)
 
 
 def report(changes: list[Change], *, dry_run: bool) -> None:

@@ -143,7 +143,7 @@ class Store(WakeCalls):
         harness_key = bounds.harness_key(harness_key)
         # Canonical, whoever hands it over (a harness may show its logical PWD): the repo room
         # and every relative path of the session are made from it (store/paths.py).
-        cwd = paths.canonical(os.path.abspath(cwd))
+        cwd = paths.canonical(paths.absolute(cwd))
         repo = rooms.repo_room(cwd)
         with self.db.write() as tx:
             joined = sessions.join(
@@ -273,7 +273,8 @@ class Store(WakeCalls):
         with self.db.write() as tx:
             me = self._session(tx, session_id, touch=True)
             where, spelled = bounds.lease_paths(path, me.cwd)
-            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path)
+            return leases.claim(tx, me, where, ttl, mode, spelled=spelled, asked=path,
+                                idents=tuple(paths.identities(where, me.cwd)))
 
     def lease_renew(self, session_id: Any, path: Any, ttl_s: Any = None) -> Lease:
         ttl = None if ttl_s is None else bounds.lease_ttl(ttl_s)
@@ -295,7 +296,8 @@ class Store(WakeCalls):
     def lease_check(self, session_id: Any, path: Any) -> LeaseState:
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
-            holders = leases.check(tx, *bounds.lease_paths(path, me.cwd))
+            where, spelled = bounds.lease_paths(path, me.cwd)
+            holders = leases.check(tx, where, spelled, tuple(paths.identities(where, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return LeaseState(not holders, holders[0] if holders else None, holders)
 
@@ -325,7 +327,8 @@ class Store(WakeCalls):
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
             normal = self._readable_path(path, me.cwd)
-            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd))
+            drift = reads.drift_check(tx, me, normal, reads.file_hash(normal), bounds.spelling(path, me.cwd),
+                                      tuple(paths.identities(normal, me.cwd)))
         self._touch_if_stale(me, tx.now)
         return drift
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any, Literal, get_args
 
 from . import coverage, paths
@@ -194,9 +195,10 @@ def glob(value: str) -> str:
 
 
 def spelling(value: Any, cwd: str) -> str:
-    """``value`` made absolute against the session's cwd as written (``abspath``: no symlink
-    resolved): what the caller meant by it, and what stores written before paths were
-    canonical keyed by (docs/decisions.md, "One canonical path per file")."""
+    """``value`` made absolute against the session's cwd as written (:func:`.paths.absolute`:
+    no symlink resolved, and every ``..`` kept, for the kernel's rule to apply it to the
+    resolved folder): what the caller meant by it, and, without a ``..``, what stores written
+    before paths were canonical keyed by (docs/decisions.md, "One canonical path per file")."""
     if not isinstance(value, str):
         raise InvalidArgument("path", f"must be a string, got {shown(value)}")
     if "\x00" in value:
@@ -209,7 +211,7 @@ def spelling(value: Any, cwd: str) -> str:
         raise InvalidArgument("path", "is not valid text") from None
     if size > PATH_MAX_BYTES:
         raise InvalidArgument("path", f"at most {PATH_MAX_BYTES} bytes, got {size}")
-    return _fits(os.path.abspath(os.path.join(cwd, os.path.expanduser(value))))
+    return _fits(paths.absolute(os.path.expanduser(value), cwd))
 
 
 def _fits(normal: str) -> str:
@@ -221,7 +223,23 @@ def _fits(normal: str) -> str:
 def path(value: Any, cwd: str) -> str:
     """The canonical path of ``value`` against the session's cwd (store/paths.py): the one
     name of the file, whichever spelling the caller used."""
-    return _canonical(spelling(value, cwd), cwd)
+    return _not_a_file(value, _canonical(spelling(value, cwd), cwd))
+
+
+def _not_a_file(value: str, where: str) -> str:
+    """``where``, unless ``value`` names a folder (a trailing ``/``) and ``where`` is an
+    existing file that is not one: to the kernel ``x.py/`` is no such folder (``ENOTDIR``),
+    and as a directory lease beside a lease of ``x.py`` it would contend with nothing. One
+    ``stat``, on a trailing ``/`` only."""
+    if value.endswith(coverage.SEP) and len(where) > 1:
+        try:
+            mode = os.stat(where.rstrip(coverage.SEP)).st_mode
+        except OSError:
+            return where
+        if not stat.S_ISDIR(mode):
+            raise InvalidArgument("path", f"{value} ends with / but {where.rstrip(coverage.SEP)} is a file, "
+                                          "not a directory: name it without the /")
+    return where
 
 
 def _canonical(spelled: str, cwd: str) -> str:
@@ -234,7 +252,7 @@ def lease_paths(value: Any, cwd: str) -> tuple[str, str]:
     (store/coverage.py): :func:`path` and :func:`spelling`, with a trailing ``/`` when the
     caller wrote one or the path is an existing directory (a directory lease)."""
     spelled = spelling(value, cwd)
-    where = coverage.lease_path(_canonical(spelled, cwd), value)
+    where = coverage.lease_path(_not_a_file(value, _canonical(spelled, cwd)), value)
     return where, coverage.as_directory(spelled) if coverage.is_directory(where) else spelled
 
 

@@ -29,6 +29,8 @@ from .coverage import ancestors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .engine import Tx
 
 # One staged path a lease blocks: the path, the lease's own path (the path itself, or a
@@ -50,7 +52,8 @@ def _marks(n: int) -> str:
     return ",".join("?" * n) or "NULL"
 
 
-def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None) -> Committers:
+def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None,
+               lineage: Callable[[int], list[int]] | None = None) -> Committers:
     """Who commits. The live sessions of the first of ``keys`` (the environment's harness
     keys, the most explicit first) that names any; else those whose recorded harness pid is
     one of ``pids`` (the hook's ancestors) when the session runs on ``host`` (a pid means
@@ -58,7 +61,16 @@ def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None) -> Co
     agent. An agent is its harness key, or the session itself when it joined without one:
     two keyless sessions of one process cannot be told apart from two agents, and taking
     them for one would be the unsafe guess. Several agents: nobody commits, and they are
-    the candidates. One statement either way (the hook's cost)."""
+    the candidates. One statement either way (the hook's cost).
+
+    ``lineage``: a pid's ancestors on this host (its parent first). With it, a process found
+    hosting an agent also hosts every session whose recorded process descends from it: a
+    server started through a launcher that stays its parent (``npx``, ``uv run``, a shell
+    wrapper) records the launcher, which is no ancestor of the commit, though the agent is
+    the host's as much as the one it runs directly. Those sessions are candidates too, so
+    the commit is the one agent's only when no other is hosted there. It only ever adds
+    candidates: nobody commits more often, never less. A second statement (the host's live
+    sessions with a pid) and a walk up each one's ancestry, only when ancestry found one."""
     if not keys and not pids:
         return Committers([], [])
     here = "" if host is None else " AND (host = ? OR host IS NULL)"
@@ -72,12 +84,25 @@ def committers(tx: Tx, keys: list[str], pids: list[int], host: str | None) -> Co
         if named:
             return Committers(named, [])
     ours = set(pids)
-    found = [(sid, label, harness, k) for sid, label, harness, k, pid, at in rows
-             if pid in ours and (host is None or at in (host, None))]
+    hosting = [row for row in rows if row[4] in ours and (host is None or row[5] in (host, None))]
+    found = [(sid, label, harness, k) for sid, label, harness, k, _pid, _at in hosting]
+    if found and lineage is not None:
+        found += _hosted_beneath(tx, {row[4] for row in hosting}, {row[0] for row in hosting}, host, lineage)
     candidates = [Committer(sid, label, harness, k is not None) for sid, label, harness, k in found]
     if len({k or sid for sid, _label, _harness, k in found}) == 1:
         return Committers(candidates, [])
     return Committers([], candidates)
+
+
+def _hosted_beneath(tx: Tx, hosts: set[int], known: set[str], host: str | None,
+                    lineage: Callable[[int], list[int]]) -> list[tuple]:
+    """The live sessions (not in ``known``) of this host whose recorded process has one of
+    ``hosts`` among its ancestors: ``(id, label, harness, harness_key)`` each."""
+    here = "" if host is None else " AND (host = ? OR host IS NULL)"
+    rows = tx.all(f"SELECT id, label, harness, harness_key, pid FROM sessions WHERE left_at IS NULL AND pid IS NOT NULL"
+                  f"{here} ORDER BY created_at", () if host is None else (host,))
+    return [(sid, label, harness, k) for sid, label, harness, k, pid in rows
+            if sid not in known and pid not in hosts and hosts.intersection(lineage(pid))]
 
 
 def _storable(path: str) -> bool:
@@ -90,9 +115,14 @@ def _storable(path: str) -> bool:
     return True
 
 
-def blockers(tx: Tx, paths: list[str], own: set[str]) -> list[Blocker]:
+def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]] | None = None,
+             still: Callable[[str, str], bool] | None = None) -> list[Blocker]:
     """Every (staged path, lease) where a live exclusive lease of a session not in ``own``
-    covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead."""
+    covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead.
+    ``identify``: store/paths.py's identities: a lease of a staged file, or of a folder above
+    it, under another name (a hard link, a bind mount, a folder renamed under the lease)
+    blocks it too, when ``still`` (store/paths.py's) finds its path leads to that identity
+    yet; one more ``IN`` list, on the identity index."""
     wanted: dict[str, list[str]] = {}  # lease path -> the staged paths it would cover
     above: dict[str, list[str]] = {}  # a folder -> the lease paths over what it holds
     for path in paths:
@@ -115,4 +145,29 @@ def blockers(tx: Tx, paths: list[str], own: set[str]) -> list[Blocker]:
         ):
             if sid not in own:
                 found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in wanted[lease_path]]
+    if identify is not None and still is not None:
+        found += _by_identity(tx, paths, own, identify, still, {(b.path, b.lease_path, b.session_id) for b in found})
     return sorted(found, key=lambda b: (b.path, b.lease_path, b.session_id))
+
+
+def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]],
+                 still: Callable[[str, str], bool], seen: set[tuple[str, str, str]]) -> list[Blocker]:
+    idents: dict[str, list[str]] = {}  # an identity -> the staged paths it is of (or above)
+    for path in paths:
+        for ident in identify(path):
+            if _storable(ident):  # a name not created, not UTF-8: no lease has it
+                idents.setdefault(ident, []).append(path)
+    found = []
+    names = list(idents)
+    for start in range(0, len(names), CHUNK):
+        chunk = names[start:start + CHUNK]
+        for ident, lease_path, sid, label, harness, expires_at in tx.all(
+            "SELECT l.ident, l.path, l.session_id, s.label, s.harness, l.expires_at FROM leases l "
+            f"JOIN sessions s ON s.id = l.session_id WHERE l.ident IN ({_marks(len(chunk))}) "
+            "AND l.mode = 'exclusive' AND l.expires_at > ?",
+            (*chunk, tx.now),
+        ):
+            if sid not in own and still(lease_path, ident):
+                found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in idents[ident]
+                          if (p, lease_path, sid) not in seen]
+    return list(dict.fromkeys(found))

@@ -53,6 +53,7 @@ class Target:
     path: str
     spelled: str
     digest: str | None
+    idents: tuple[str, ...] = ()  # store/paths.py's identities of path: a lease under another name of its file
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def find_or_join(tx: Tx, keys: list[str], pids: list[int], *, cwd: str, harness:
 
 
 def _holders(tx: Tx, me: Caller, target: Target) -> list[Holder]:
-    found = [h for h in leases.check(tx, target.path, target.spelled) if h.session_id != me.id]
+    found = [h for h in leases.check(tx, target.path, target.spelled, target.idents) if h.session_id != me.id]
     out = []
     for lease in found:
         row = tx.one("SELECT harness, pid, harness_key, host, last_seen, gone_at FROM sessions WHERE id = ?",
@@ -129,13 +130,14 @@ def judge(tx: Tx, me: Caller, targets: list[Target], joined: bool, *, claim: boo
     for target in targets:
         if target.digest is None and not _exists(target.path):
             continue  # a new file: nobody can have read it
-        drift = reads.drift_check(tx, me, target.path, target.digest, target.spelled)
+        drift = reads.drift_check(tx, me, target.path, target.digest, target.spelled, target.idents)
         if drift.severity == "CRITICAL":
             return Verdict(False, me.id, joined, drifted(target, drift), target.spelled, drift=drift)
     granted = []
     if claim:
         for target in targets:
-            got = leases.claim(tx, me, target.path, ttl_s, "exclusive", spelled=target.spelled, at_edit=True)
+            got = leases.claim(tx, me, target.path, ttl_s, "exclusive", spelled=target.spelled,
+                               idents=target.idents, at_edit=True)
             if not got.ok:  # never: nobody was in the way a moment ago, in this transaction
                 raise AssertionError(got.reason)
             granted.append(got.lease)
@@ -182,7 +184,7 @@ def edit_claim(store: Any, *, cwd: str, files: list[str], harness: str, keys: Se
     with ``harness_pid`` and ``join_key``). One write transaction; a holder whose agent is
     proven gone (judged after it, outside the lock) is left as ``prune`` leaves it, and the
     call judged again once."""
-    cwd = paths.canonical(os.path.abspath(cwd))
+    cwd = paths.canonical(paths.absolute(cwd))
     targets = []
     for value in check_paths(list(files)):
         where, spelled = bounds.lease_paths(value, cwd)
@@ -191,7 +193,7 @@ def edit_claim(store: Any, *, cwd: str, files: list[str], harness: str, keys: Se
             digest = None if bare in store.own_files else reads.file_hash(bare)
         except InvalidArgument:  # a directory, a device: nothing to compare
             digest = None
-        targets.append(Target(where, spelled, digest))
+        targets.append(Target(where, spelled, digest, tuple(paths.identities(where, cwd))))
     harness, join_key = bounds.harness(harness), bounds.harness_key(join_key)
     verdict = None
     for attempt in range(2):
@@ -218,7 +220,7 @@ def edit_read(store: Any, *, cwd: str, path: str, harness: str, keys: Sequence[s
     """The read baseline a harness's read tool records: ``note_read`` of ``path`` for the
     session found or joined as :func:`edit_claim` finds it. The digest; None when the file
     does not exist (nothing was read)."""
-    cwd = paths.canonical(os.path.abspath(cwd))
+    cwd = paths.canonical(paths.absolute(cwd))
     normal = store._readable_path(path, cwd)
     digest = reads.file_hash(normal)
     if digest is None:

@@ -41,6 +41,7 @@ class LeaseCall:
     path: str
     ttl_s: float | None = None  # claim: the lease's; renew: None keeps the lease's own
     mode: str = "exclusive"  # claim only
+    idents: tuple[str, ...] = ()  # claim only: store/paths.py's identities of ``path`` (the first is stored)
 
 
 @dataclass(frozen=True)

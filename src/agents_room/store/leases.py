@@ -46,11 +46,24 @@ def _covering(tx: Tx, path: str, also: tuple[str, ...] = ()) -> list[tuple]:
     return tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*keys, tx.now))
 
 
-def _holders(tx: Tx, path: str, also: tuple[str, ...] = ()) -> list[Lease]:
+def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ...] = ()) -> list[tuple]:
+    """Live leases of ``path``'s file, or of a directory above it, under another name: those
+    whose recorded identity is one of ``idents`` (store/paths.py's identities of ``path``)
+    and whose path does not cover it already, and still names what it did (store/paths.py's
+    still: an inode freed and reused is no lease's). One ``IN`` list on the identity index."""
+    if not idents:
+        return []
+    marks = ", ".join("?" * len(idents))
+    near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
+    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*idents, tx.now))
+    return [r[:-1] for r in rows if r[0] not in near and paths.still(r[0], r[-1])]
+
+
+def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[Lease]:
     """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
-    covering it and, for a directory, those beneath it. Exclusive first, then by token (the
-    oldest grant first)."""
-    rows = _covering(tx, path, also)
+    covering it (under any name of its file: ``idents``) and, for a directory, those beneath
+    it. Exclusive first, then by token (the oldest grant first)."""
+    rows = _covering(tx, path, also) + _by_identity(tx, path, idents, also)
     if coverage.is_directory(path):
         for directory in dict.fromkeys((path, *also)):
             lo, hi = coverage.subtree_range(directory)
@@ -75,7 +88,7 @@ def _next_token(tx: Tx) -> int:
 
 
 def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelled: str | None = None,
-          asked: str | None = None, at_edit: bool = False) -> Claim:
+          asked: str | None = None, idents: tuple[str, ...] = (), at_edit: bool = False) -> Claim:
     """Grant, extend or upgrade ``session``'s lease on ``path``, or deny naming the holder.
 
     Exclusive: one holder, blocks every other claim. Shared: several holders, blocks
@@ -83,8 +96,10 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     shared holder may upgrade to exclusive; an exclusive holder may step down to shared.
     ``spelled``: the caller's spelling of ``path``, when it differs (another's lease granted
     under it before paths were canonical stands in the way too); ``asked``: its own words,
-    which a denial quotes. ``at_edit``: taken by the edit guard at an edit (store/editclaim.py),
-    which its grant event says."""
+    which a denial quotes. ``idents``: store/paths.py's identities of ``path``; the first is
+    stored with the lease, and a lease of any of them under another name stands in the way
+    (a hard link, a bind mount, a folder renamed under a live lease). ``at_edit``: taken by the
+    edit guard at an edit (store/editclaim.py), which its grant event says."""
     sweep(tx)
     also = () if spelled in (None, path) else (spelled,)
     # Two index lookups, never a scan of every lease: the leases covering the path (an IN
@@ -93,6 +108,7 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     # Only a lease of this very path is re-claimed; the caller's own leases above or
     # beneath it never stand in its way.
     mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
+    covering += [Lease(*r) for r in _by_identity(tx, path, idents, also)]
     others = [h for h in covering if h.session_id != session.id]
     in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
     if coverage.is_directory(path):
@@ -107,13 +123,15 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     expires_at = tx.now + ttl_s
     if mine is None:  # no result needed: sent with the commit where the engine can (Tx.later)
         tx.later(
-            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (path, session.id, mode, token, ttl_s, tx.now, expires_at),
+            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at, ident) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, session.id, mode, token, ttl_s, tx.now, expires_at, idents[0] if idents else None),
         )
     else:
         tx.later(
-            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ? WHERE path = ? AND session_id = ?",
-            (mode, token, ttl_s, expires_at, path, session.id),
+            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident) "
+            "WHERE path = ? AND session_id = ?",
+            (mode, token, ttl_s, expires_at, idents[0] if idents else None, path, session.id),
         )
     previous = mine.mode if mine else None
     marked = {"at_edit": True} if at_edit else {}
@@ -148,7 +166,11 @@ def grant(lease: Lease, previous_mode: str | None) -> Claim:
 
 
 def _relation(lease: str, path: str) -> str:
-    return "is beneath" if coverage.covers(lease, path) else "covers"
+    if coverage.covers(lease, path):
+        return "is beneath"
+    if coverage.covers(path, lease):
+        return "covers"
+    return "is, by device and inode, the file or beneath the folder of"  # another name (_by_identity)
 
 
 def _not_held(tx: Tx, session: Caller, path: str, verb: str) -> LeaseNotHeld:
@@ -223,12 +245,12 @@ def release_all(tx: Tx, session_id: str, reason: str) -> None:
         tx.event("lease_release", session_id, path, mode=mode, token=token, reason=reason)
 
 
-def check(tx: Tx, path: str, spelled: str | None = None) -> list[Lease]:
+def check(tx: Tx, path: str, spelled: str | None = None, idents: tuple[str, ...] = ()) -> list[Lease]:
     """The live leases in the way of an exclusive claim of ``path`` (exclusive first): its
     own, every directory lease above it, and for a directory every lease beneath it; under
     the caller's ``spelled`` path too, where a lease granted before paths were canonical
-    may be stored."""
-    return _holders(tx, path, () if spelled in (None, path) else (spelled,))
+    may be stored, and under another name of its file (``idents``, as :func:`claim`)."""
+    return _holders(tx, path, () if spelled in (None, path) else (spelled,), idents)
 
 
 def live(tx: Tx) -> list[Lease]:

@@ -89,6 +89,9 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str) -> lis
         pattern = bounds.glob(to[5:])
         # As written (a lease stored before paths were canonical) and canonical (store/paths.py).
         patterns = list(dict.fromkeys((pattern, paths.glob(pattern))))
+        if pattern.startswith("/") and pattern.endswith("/") and paths.is_file(patterns[-1]):
+            raise InvalidArgument("to", f"file:{pattern} ends with / but {patterns[-1].rstrip('/')} is a file, "
+                                        "not a directory: name it without the /")
         peers = set(_peers(tx, sender.id))
         rows = tx.all(
             "SELECT l.session_id, l.path, s.cwd FROM leases l JOIN sessions s ON s.id = l.session_id "

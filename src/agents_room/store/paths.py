@@ -7,6 +7,11 @@ key by :func:`canonical`: the real path of the longest prefix that exists (every
 resolved), the rest as written. A claim of a file not created yet under a symlinked folder
 lands on the real folder; two clones or two git worktrees stay two sets of files.
 
+``..`` is the kernel's: it names the folder above the *resolved* one, so ``<repo>/link/../x.py``
+with ``link -> /elsewhere/dir`` is ``/elsewhere/x.py``, never ``<repo>/x.py``. Nothing here or
+in a caller collapses ``link/..`` as text: a path is made absolute by :func:`absolute` (which
+keeps every ``..``) and resolved by :func:`canonical`, the one place that reads it.
+
 The rule stops at names: two hard links to one inode are two paths, and on a case-insensitive
 file system ``X.py`` and ``x.py`` stay two spellings (docs/decisions.md, "One canonical path
 per file").
@@ -28,14 +33,34 @@ _FOUND: dict[str, bool] = {}
 _FOUND_MAX = 4096
 
 
+def absolute(path: str, cwd: str = "") -> str:
+    """``path`` made absolute against ``cwd`` (default: this process's) as the kernel reads
+    it: ``os.path.abspath``'s form (``.`` and repeated ``/`` dropped, no trailing ``/``), save
+    that every ``..`` is kept for :func:`canonical` to apply to the resolved folder. A path
+    without ``..`` (nearly every call) is ``abspath``'s, at its cost."""
+    joined = os.path.join(cwd or os.getcwd(), path) if not path.startswith(SEP) else path
+    if not has_parent(joined):
+        return os.path.abspath(joined)
+    kept = [part for part in joined.split(SEP) if part and part != "."]
+    return SEP + SEP.join(kept)
+
+
+def has_parent(path: str) -> bool:
+    """Whether ``path`` has a ``..`` component (one substring test on the common path)."""
+    return "/.." in path and (path.endswith("/..") or "/../" in path)
+
+
 def canonical(path: str, real: str = "") -> str:
-    """The canonical form of an absolute, normalised ``path`` (``os.path.abspath``'s): its
-    existing prefix resolved as ``os.path.realpath`` (non-strict) resolves it (the part that
-    does not exist yet is kept as written, and a symlink loop is left as it is), with the
-    trailing ``/`` of a directory lease kept. ``real``: a folder above ``path`` known to be
-    canonical (:func:`found_canonical`): only the components beneath it are looked up."""
+    """The canonical form of an absolute ``path`` (:func:`absolute`'s, or ``abspath``'s): its
+    existing prefix resolved as ``os.path.realpath`` (non-strict) resolves it, each ``..``
+    applied to the folder resolved so far, as the kernel applies it (the part that does not
+    exist yet is kept as written, and a symlink loop is left as it is), with the trailing
+    ``/`` of a directory lease kept. ``real``: a folder above ``path`` known to be canonical
+    (:func:`found_canonical`): only the components beneath it are looked up."""
     bare = path.rstrip(SEP) or SEP
-    if real and bare.startswith(real.rstrip(SEP) + SEP):
+    if has_parent(bare):
+        resolved = _through_parents(bare)
+    elif real and bare.startswith(real.rstrip(SEP) + SEP):
         resolved = _beneath(real.rstrip(SEP), bare)
     else:
         resolved = _real(bare)
@@ -71,6 +96,27 @@ def _beneath(real: str, path: str) -> str:
         if stat.S_ISLNK(mode):
             return _real(path)
     return path
+
+
+def _through_parents(path: str) -> str:
+    """:func:`canonical` of a path with ``..`` in it: the kernel's own answer where the whole
+    path exists (one ``O_PATH`` descriptor), else ``os.path.realpath``'s, which applies each
+    ``..`` to the components it has resolved (the kernel's rule) and, past the first name that
+    does not exist, to the names as written (the kernel has no answer there)."""
+    if _O_PATH is not None:
+        try:
+            fd = os.open(path, _O_PATH)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            real = ""
+        finally:
+            os.close(fd)
+        if real.startswith(SEP):
+            return real
+    return os.path.realpath(path)
 
 
 def _real(path: str) -> str:
@@ -116,8 +162,91 @@ def glob(pattern: str) -> str:
     literal = next((i for i, part in enumerate(parts) if _MAGIC & set(part)), len(parts))
     if literal <= 1:
         return pattern
-    head = canonical(os.path.normpath(SEP.join(parts[:literal])) or SEP)
+    head = canonical(absolute(SEP.join(parts[:literal]) or SEP))
     rest = SEP.join(parts[literal:])
     if not rest:
         return head + SEP if pattern.endswith(SEP) and not head.endswith(SEP) else head
     return head.rstrip(SEP) + SEP + rest
+
+
+def identities(path: str, top: str = "", *, own: bool = False) -> list[str]:
+    """What the kernel calls the file of the canonical ``path`` and the folders above it, for a
+    lease that follows its file (docs/decisions.md, "One canonical path per file"): first its
+    own identity, ``<device>:<inode>`` when it exists, else its deepest existing folder's with
+    the rest as written (``<device>:<inode>/new/z.py``; an existing one also as such a name in
+    its folder: a lease claimed before it was created), then each existing folder's above it,
+    nearest first, up to ``top`` (a folder above ``path``, the caller's cwd: its own identity
+    the last; default, and when ``path`` is not beneath it: up to ``/``). ``own``: the first
+    alone. Two names of one file (a hard link, a bind mount, a folder renamed under a lease)
+    have one identity; a lease stores its own, and a claim, a check or a commit looks for
+    leases of any of these. One ``stat`` a component (1 to 3 us each): ``top`` bounds them to
+    the components beneath the cwd, the fast path."""
+    bare = path.rstrip(SEP) or SEP
+    folder = SEP if path.endswith(SEP) and bare != SEP else ""  # a directory lease's name: never a file's
+    top = top.rstrip(SEP)
+    stop = top if top and bare.startswith(top + SEP) else SEP
+    out: list[str] = []
+    here, tail = bare, ""
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            st = None
+        if st is None and here != SEP:
+            head, name = here.rsplit(SEP, 1)
+            tail = name + SEP + tail if tail else name
+            here = head or SEP
+            continue
+        if st is not None:
+            ident = f"{st.st_dev}:{st.st_ino}"
+            if not out and tail:
+                out.append(ident + SEP + tail + folder)
+                if own:
+                    return out
+            out.append(ident)
+            if own:
+                return out
+        if here == SEP or here == stop:
+            if not tail and len(out) > 1:  # it exists: as a name in its folder too (a lease taken before it did)
+                out.insert(1, out[1] + SEP + bare.rsplit(SEP, 1)[1] + folder)
+            return out
+        here = here.rsplit(SEP, 1)[0] or SEP
+
+
+def still(path: str, ident: str) -> bool:
+    """Whether the lease of ``path`` whose recorded identity is ``ident`` still names that
+    file: its path resolves to the same device and inode (or the same folder and name) now.
+    A match by identity is checked so before it counts: an inode freed (its file deleted, or
+    replaced by an editor's save-by-rename) and given to a new file is not the leased file,
+    while a folder renamed under a symlink still leads to it."""
+    return identities(path, own=True) == [ident]
+
+
+def is_file(path: str) -> bool:
+    """Whether ``path`` (canonical; a trailing ``/`` ignored) names an existing file that is
+    not a directory: ``x.py/`` is no folder to the kernel (``ENOTDIR``). A glob is none."""
+    if _MAGIC & set(path):
+        return False
+    try:
+        return not stat.S_ISDIR(os.stat(path.rstrip(SEP) or SEP).st_mode)
+    except OSError:
+        return False
+
+
+def identifier(top: str = ""):  # noqa: ANN201 (a closure: Callable[[str], list[str]])
+    """:func:`identities` for many paths of few folders (a commit's staged paths): each folder's
+    chain is looked up once, each path's own identity with one ``stat``. The same identities,
+    save that a folder's own name in its folder is offered too (no lease's but a directory's)."""
+    folders: dict[str, list[str]] = {}
+
+    def identify(path: str) -> list[str]:
+        folder, name = path.rsplit(SEP, 1)
+        above = folders.get(folder)
+        if above is None:
+            above = folders[folder] = identities(folder + SEP if folder else SEP, top)
+        own = identities(path, own=True)
+        if not own or SEP in own[0] or not above or SEP in above[0]:
+            return own + above  # not created yet, or its folder not: as identities() words it
+        return [own[0], above[0] + SEP + name, *above]
+
+    return identify

@@ -54,7 +54,7 @@ def send(
     subject, body = bounds.subject(subject), bounds.body(body)
     reply_to = None if reply_to is None else bounds.message_id(reply_to, "reply_to")
     ttl = bounds.message_ttl(ttl_s)
-    cwd = paths.canonical(os.path.abspath(cwd))  # as an agent's join makes it (Store.room_join)
+    cwd = paths.canonical(paths.absolute(cwd))  # as an agent's join makes it (Store.room_join)
     repo = rooms.repo_room(cwd)
     with store.db.write() as tx:
         joined = sessions.join(

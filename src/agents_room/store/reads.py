@@ -84,12 +84,15 @@ def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | No
     return next((p for p in own if p.endswith("/" + base) and paths.canonical(p) == path), None)
 
 
-def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled: str | None = None) -> Drift:
+def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled: str | None = None,
+                idents: tuple[str, ...] = ()) -> Drift:
     """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease covering it
     since the read. CRITICAL: changed while another session held a lease covering it (of the
     file, or of a directory above it) at some time since the read (from the lease events, not
     only the current holder). A deleted file has changed. ``spelled``: the caller's spelling
-    of ``path`` (a baseline noted before paths were canonical is found under it)."""
+    of ``path`` (a baseline noted before paths were canonical is found under it). ``idents``:
+    store/paths.py's identities of ``path``: a live lease of another session under another
+    name of the file (a hard link, a bind mount, a folder renamed under it) held it too."""
     query = "SELECT hash, read_at, read_seq, held_by_other FROM reads WHERE session_id = ? AND path = ?"
     row, stored = tx.one(query, (session.id, path)), path
     if row is None and (former := _former(tx, session, path, spelled)) is not None:
@@ -109,6 +112,10 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
         "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq LIMIT 1",
         (*cover, read_seq, session.id),
     )
+    if not holder and idents:
+        holder = next((sid for sid, lease_path, ident in tx.all(
+            f"SELECT session_id, path, ident FROM leases WHERE ident IN ({_marks(idents)}) AND session_id <> ? "
+            "AND expires_at > ? ORDER BY token", (*idents, session.id, tx.now)) if paths.still(lease_path, ident)), None)
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from . import bounds
+from . import bounds, coverage, paths
 from .errors import InvalidArgument
 from .leasecall import Claim, Lease, LeaseAnswer, LeaseCall
 from .leases import denial, grant
@@ -46,6 +46,8 @@ class Served:
         if answer.outcome == "granted" and answer.lease is not None:
             return grant(answer.lease, answer.previous_mode)
         if answer.outcome == "denied" and answer.holder is not None:
+            if not coverage.overlaps(answer.holder.path, where) and not _same_file(answer.holder.path, where):
+                return None  # in the way by a recorded identity its path no longer leads to: the rules judge
             return denial(where, answer.holder, answer.in_the_way, answer.previous_mode is not None)
         return None
 
@@ -72,7 +74,8 @@ class Served:
             if made is None:
                 return None
             cwd, where = made
-            answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode))
+            idents = tuple(paths.identities(where, self.cwds.get(sid, ""))) if op == "claim" else ()
+            answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode, idents))
             if answer is None or answer.outcome in ("unknown", "not_held"):
                 return None
             if answer.cwd is not None:
@@ -80,6 +83,14 @@ class Served:
             if answer.outcome != "cwd":
                 return answer, where
         return None  # the session moved twice meanwhile: the rules' own transaction
+
+
+def _same_file(holder: str, path: str) -> bool:
+    """Whether the lease of ``holder``, in the way of a claim of ``path`` by identity alone
+    (the engine found its recorded identity among ``path``'s, without the file system), still
+    leads to it: its path's identity now is one of ``path``'s (paths.still, as the rules check)."""
+    now = paths.identities(holder, own=True)
+    return bool(now) and now[0] in paths.identities(path)
 
 
 def _absolute(path: Any, cwd: str | None) -> tuple[str | None, str] | None:

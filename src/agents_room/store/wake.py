@@ -162,6 +162,8 @@ def mark_offered(
         if again:
             tx.event("wake", session_id, lever=lever, items=again, retry=True)
     mark_announced(tx, session_id, moved + again)
+    if moved or again:  # an offer is news for the session's hook (store/delivery.py): its quiet marker goes
+        tx.notify_mail([session_id])
     return sorted(moved + again)
 
 

@@ -68,7 +68,9 @@ def test_a_short_run_of_real_harnesses_is_valid_with_the_harness_tables(tmp_path
     for name, r in rows.items():
         assert r["agents"] == 1 and r["tool_calls"] > 5, (name, r)
         assert r["model_requests"] >= r["tool_calls"], (name, r)  # one answer brought back per call, and the end
-        assert r["hook_runs"] >= r["tool_calls"] / 2, (name, r)  # the installed hooks ran (PostToolUse/AfterTool)
+        # the installed hooks ran: the counted runs are Python starts, which a tool call's hook makes only
+        # when there is news (the quiet path exits in the shell), plus the ends of turns
+        assert r["hook_runs"] > 0, (name, r)
         assert r["mail"] > 0 and r["mail_missed"] == 0, (name, r)  # every delivery reached the model in its turn
         assert r["mail_via_hook"] > 0, (name, r)  # and the installed hooks brought some (an untrusted hook: none)
         assert r["mail_p50_ms"] is not None and r["cpu_s_per_agent"] > 0 and r["rss_mib_per_agent"] > 50, (name, r)

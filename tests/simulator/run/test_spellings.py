@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from sim.check.identity import Spellings
-from sim.run.layout import Layout, prepare, read_spellings
+from sim.run.layout import Layout, inner_file, prepare, read_spellings
 from sim.scenario.scenario import parse
 
 SCENARIO = """
@@ -51,6 +51,27 @@ def test_the_run_links_the_repositories_and_deals_the_spellings_round(tmp_path: 
                                                   str(layout.out / "spelled/2"): real}
     names = Spellings(recorded)
     assert names.path(str(layout.out / "spelled/2/core/src/mod_01.py")) == f"{real}/core/src/mod_01.py"
+
+
+def test_inner_spellings_name_src_through_a_symlinked_folder_and_through_dotdot(tmp_path: Path) -> None:
+    """``inner_spellings = 3``: the agents of a repository spell ``src/`` as itself, as ``alias/``
+    (``alias -> src``) and as ``via/../`` (``via -> src/pkg``: the kernel's ``..`` climbs out of
+    ``src/pkg``, the text's out of ``via``), and spellings.json maps each to the real ``src``."""
+    scenario = parse(SCENARIO.replace('name = "core"', 'name = "core"\ninner_spellings = 3', 1))
+    layout = Layout(tmp_path / "run")
+    prepare(scenario, layout)
+    core = scenario.repos[0]
+    real = os.path.realpath(layout.repos)
+    spelled = [inner_file("src/mod_00.py", core, i) for i in range(9)]
+    # dealt by position // spellings, so each folder spelling meets each inner one
+    assert spelled == ["src/mod_00.py"] * 3 + ["alias/mod_00.py"] * 3 + ["via/../mod_00.py"] * 3
+    for name in spelled:  # every spelling is the same file to the kernel
+        assert os.path.realpath(layout.repos / "core" / name) == f"{real}/core/src/mod_00.py"
+    assert os.path.abspath(layout.repos / "core" / "via/../mod_00.py") != f"{real}/core/src/mod_00.py"  # not as text
+    names = Spellings(read_spellings(layout))
+    for name in spelled:
+        assert names.path(f"{layout.out}/spelled/2/core/{name}") == f"{real}/core/src/mod_00.py"
+    assert names.path(f"{layout.repos}/edge/alias/mod_00.py") == f"{layout.repos}/edge/alias/mod_00.py"  # edge: none
 
 
 def test_a_run_folder_reached_through_a_symlink_records_that_spelling_too(tmp_path: Path) -> None:

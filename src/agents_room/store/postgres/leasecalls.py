@@ -18,7 +18,7 @@ from ..leasecall import Lease, LeaseAnswer, LeaseCall
 from .connection import translate
 from .tx import _bind, _pg
 
-_CLAIM = "SELECT * FROM agents_room_lease_claim(%s, %s, %s, %s::float8, %s, %s::float8)"
+_CLAIM = "SELECT * FROM agents_room_lease_claim(%s, %s, %s, %s::float8, %s, %s::float8, %s, %s::text[])"
 _RELEASE = "SELECT * FROM agents_room_lease_release(%s, %s, %s, %s::float8)"
 _RENEW = "SELECT * FROM agents_room_lease_renew(%s, %s, %s, %s::float8, %s::float8)"
 # The functions' OUT columns in order (migrate_4.sql): read by position, not through the
@@ -54,7 +54,8 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
         binder = psycopg.ClientCursor(conn)
         now = None if db.server_time else db.clock.now()
         if call.op == "claim":
-            sql = binder.mogrify(_CLAIM, (call.session_id, call.cwd, call.path, call.ttl_s, call.mode, now))
+            sql = binder.mogrify(_CLAIM, (call.session_id, call.cwd, call.path, call.ttl_s, call.mode, now,
+                                          call.idents[0] if call.idents else None, list(call.idents)))
         elif call.op == "renew":
             sql = binder.mogrify(_RENEW, (call.session_id, call.cwd, call.path, call.ttl_s, now))
         else:

@@ -68,7 +68,7 @@ _CHECKPOINT_TURNS = 128
 class Tx:
     """One open transaction: the connection, the time it runs at, and the audit writer."""
 
-    __slots__ = ("conn", "now")
+    __slots__ = ("conn", "now", "mailed")
 
     # Per-engine SQL snippets the rules modules use where the dialects differ.
     ROOMS_OF_SESSION = (
@@ -80,6 +80,7 @@ class Tx:
     def __init__(self, conn: sqlite3.Connection, now: float) -> None:
         self.conn = conn
         self.now = now
+        self.mailed: list[int] | None = None  # harness pids whose quiet markers go at commit
 
     def execute(self, sql: str, params: tuple | dict = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -98,7 +99,16 @@ class Tx:
         return None if row is None else row[0]
 
     def notify_mail(self, session_ids: list[str]) -> None:
-        """Nothing: SQLite's waiters look at the newest event's seq (store/mailwait.py)."""
+        """SQLite's waiters look at the newest event's seq (store/mailwait.py); what is told
+        here is the hooks': the quiet markers of these sessions' harness processes are
+        removed once this transaction commits (store/quiet.py)."""
+        if not session_ids:
+            return
+        marks = ",".join("?" * len(session_ids))
+        pids = [r[0] for r in self.conn.execute(
+            f"SELECT DISTINCT pid FROM sessions WHERE id IN ({marks}) AND pid IS NOT NULL", tuple(session_ids))]
+        if pids:
+            self.mailed = (self.mailed or []) + pids
 
     def event(self, kind: str, session_id: str | None, path: str | None = None, **payload: Any) -> int:
         """Append an audit row in this transaction; returns its seq."""
@@ -184,6 +194,10 @@ class _Write:
                     exc = commit_exc
                 if calls is not None:
                     calls.after_commit(exc is None)
+                if exc is None and self.tx is not None and self.tx.mailed:
+                    from ..quiet import unlink
+
+                    unlink(db.path, self.tx.mailed)
             if exc is not None:
                 # After FULL, IOERR, BUSY or INTERRUPT SQLite may already have rolled
                 # back: only roll back what is still open, never continue it.
