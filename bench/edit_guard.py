@@ -12,9 +12,14 @@ Cases, each against its own store (SQLite in a temporary folder, or ``--db`` Pos
 - ``renew``: an edit of a file the session holds already (the common case: each edit renews);
 - ``claim``: an edit of a file nobody holds (a new lease);
 - ``deny``: an edit of a file another live session holds (the denial and its words);
-- ``read``: the read-baseline hook after a read tool call.
+- ``read``: the read-baseline hook after a read of a file whose bytes are the baseline already
+  (a read-only look);
+- ``baseline``: the read-baseline hook after the first read of a file (a baseline written).
 
-    .venv/bin/python bench/edit_guard.py [--runs 40] [--db postgresql://...]
+``--against ENTRY`` runs every guard case with another checkout's entry too (``<case>@against``),
+interleaved with this one's, and prints this one's CPU over that one's.
+
+    .venv/bin/python bench/edit_guard.py [--runs 40] [--db postgresql://...] [--against OTHER/src/agents_room/editguard_entry.py]
     .venv/bin/python bench/edit_guard.py --turns claude-code,codex,gemini [--pairs 3] [--edits-per-turn 20]
 
 Prints one line per case: CPU ms (median), wall ms p50 and p99, and the guard's added CPU and
@@ -34,6 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ENTRY = str(Path(__file__).resolve().parents[1] / "src" / "agents_room" / "editguard_entry.py")
 KEY = "beeeeeef-0000-4000-8000-000000000001"
@@ -54,6 +60,20 @@ def run(command: str, payload: str, env: dict[str, str]) -> tuple[float, float, 
 def payload(repo: Path, name: str, tool: str = "Edit", event: str = "PreToolUse") -> str:
     return json.dumps({"session_id": KEY, "hook_event_name": event, "cwd": str(repo), "tool_name": tool,
                        "tool_input": {"file_path": str(repo / name), "old_string": "a", "new_string": "b"}})
+
+
+def guard_cases(guard: str, repo: Path, tag: str, claimed: str, read: str) -> dict[str, Any]:
+    """The guard's cases for the command ``guard`` (named with ``tag``): each run ``i`` claims
+    its own new file ``<claimed>i.py`` and reads its own new file ``<read>i.py`` (a first
+    baseline)."""
+    reader = guard.replace("--edits claim", "--read")
+    return {
+        f"renew{tag}": lambda i: (guard, payload(repo, "f0.py")),
+        f"claim{tag}": lambda i: (guard, payload(repo, f"{claimed}{i + 1}.py")),
+        f"deny{tag}": lambda i: (guard, payload(repo, "held.py")),
+        f"read{tag}": lambda i: (reader, payload(repo, "f0.py", tool="Read", event="PostToolUse")),
+        f"baseline{tag}": lambda i: (reader, payload(repo, f"{read}{i}.py", tool="Read", event="PostToolUse")),
+    }
 
 
 def turns(harnesses: list[str], pairs: int, edits_per_turn: int) -> None:
@@ -138,6 +158,12 @@ def main() -> int:
     parser.add_argument("--turns", metavar="HARNESSES",
                         help="instead: real turns of these CLIs (comma-separated: claude-code,codex,gemini), "
                         "with and without the guard")
+    parser.add_argument("--against", metavar="ENTRY",
+                        help="also run each guard case with this editguard_entry.py (another checkout's), "
+                        "interleaved, and print the CPU ratio")
+    parser.add_argument("--no-server", action="store_true",
+                        help="no other process keeps the store open during the runs (each guard's close is "
+                        "then the last, and SQLite checkpoints the WAL at it)")
     parser.add_argument("--pairs", type=int, default=3, help="--turns: turn pairs per harness")
     parser.add_argument("--edits-per-turn", type=int, default=20, help="--turns: edits in each turn")
     args = parser.parse_args()
@@ -151,44 +177,53 @@ def main() -> int:
         repo = root / "repo"
         subprocess.run(["git", "init", "-q", str(repo)], check=True)
         for i in range(args.runs + 1):
-            (repo / f"f{i}.py").write_text("a = 1\n")
+            for prefix in ("f", "r", "g", "s"):  # claimed, read first (each; g, s: --against's)
+                (repo / f"{prefix}{i}.py").write_text("a = 1\n")
         db = args.db or str(root / "room.db")
         env = {"PATH": os.environ["PATH"], "HOME": str(root), "AGENTS_ROOM_DB": db, "XDG_RUNTIME_DIR": str(root),
                "CLAUDE_CODE_SESSION_ID": KEY}  # this process carries the key: the session is alive
         guard = f"{sys.executable} -I -S {ENTRY} --harness claude-code --edits claim"
-        with Store.open(db) as store:  # another live session holding the file a denied edit asks for
-            other = store.room_join(cwd=str(repo), pid=None, label="holder").session_id  # liveness unknown: kept
-            store.lease_claim(other, str(repo / "held.py"), ttl_s=3600)
+        against = args.against and f"{sys.executable} -I -S {args.against} --harness claude-code --edits claim"
+        # Another live session holding the file a denied edit asks for; its store stays open
+        # through the runs (``--no-server``: closed), as each agent's own server keeps it.
+        server = Store.open(db)
+        other = server.room_join(cwd=str(repo), pid=None, label="holder").session_id  # liveness unknown: kept
+        server.lease_claim(other, str(repo / "held.py"), ttl_s=3600)
+        if args.no_server:
+            server.close()
         run(guard, payload(repo, "f0.py"), env)  # the session joined at its first edit, as in a real turn
         cases = {
             "sh-true": lambda i: ("true", ""),
             "python-bare": lambda i: (f"{sys.executable} -I -S -c pass", ""),
-            "renew": lambda i: (guard, payload(repo, "f0.py")),
-            "claim": lambda i: (guard, payload(repo, f"f{i + 1}.py")),
-            "deny": lambda i: (guard, payload(repo, "held.py")),
-            "read": lambda i: (guard.replace("--edits claim", "--read"),
-                               payload(repo, "f0.py", tool="Read", event="PostToolUse")),
+            **guard_cases(guard, repo, "", "f", "r"),
+            **(guard_cases(against, repo, "@against", "g", "s") if against else {}),
         }
         results: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in cases}
         for i in range(args.runs):  # interleaved: a load that changes hits every case alike
             for name, make in cases.items():
                 command, text = make(i)
                 cpu, wall, out = run(command, text, env)
-                if name == "deny":
+                if name.startswith("deny"):
                     assert "edit denied" in out, out
-                elif name in ("renew", "claim", "read"):
+                elif name not in ("sh-true", "python-bare"):
                     assert out == "", out
                 results[name][0].append(cpu)
                 results[name][1].append(wall)
+        if not args.no_server:
+            server.close()
     floor_cpu = statistics.median(results["sh-true"][0])
     floor_wall = statistics.median(results["sh-true"][1])
     load = os.getloadavg()[0]
-    print(f"# {args.runs} runs each, engine {'postgresql' if args.db else 'sqlite'}, load average {load:.1f}")
-    print(f"{'case':<12} {'cpu ms':>7} {'wall p50':>9} {'wall p99':>9} {'+cpu':>7} {'+wall p50':>10}")
+    print(f"# {args.runs} runs each, engine {'postgresql' if args.db else 'sqlite'}, load average {load:.1f}, "
+          f"{'no other process' if args.no_server else 'a server process'} holding the store open")
+    print(f"{'case':<16} {'cpu ms':>7} {'wall p50':>9} {'wall p99':>9} {'+cpu':>7} {'+wall p50':>10}"
+          + (f" {'cpu/against':>11}" if args.against else ""))
     for name, (cpus, walls) in results.items():
         cpu, p50 = statistics.median(cpus), statistics.median(walls)
         p99 = statistics.quantiles(walls, n=100)[98] if len(walls) > 1 else walls[0]
-        print(f"{name:<12} {cpu:7.1f} {p50:9.1f} {p99:9.1f} {cpu - floor_cpu:7.1f} {p50 - floor_wall:10.1f}")
+        base = results.get(f"{name}@against")
+        ratio = f"{cpu / statistics.median(base[0]):7.2f}" if base else ""
+        print(f"{name:<16} {cpu:7.1f} {p50:9.1f} {p99:9.1f} {cpu - floor_cpu:7.1f} {p50 - floor_wall:10.1f}{ratio}")
     return 0
 
 

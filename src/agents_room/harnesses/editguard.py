@@ -198,7 +198,7 @@ def read_already(db: str | None, cwd: str, files: list[str], keys: list[str], pi
 
 
 def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: list[int], *, read: bool) -> bool:
-    engines, paths = store_modules("engines", "paths")
+    engines, paths, digest = store_modules("engines", "paths", "digest")
     engine, path, _ = engines.locate(db, "--db") if db else engines.locate()
     if engine != engines.SQLITE or not os.path.exists(path) or not (keys or pids):
         return False
@@ -226,7 +226,6 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
             return False
         marks = ",".join("?" * len(targets))
         if read:
-            import hashlib
             from stat import S_ISREG
 
             seen = dict(conn.execute(f"SELECT path, hash FROM reads WHERE session_id = ? AND path IN ({marks})",
@@ -235,7 +234,7 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
                 try:  # as store/reads.py hashes: never waiting on a FIFO, regular files only
                     with open(os.open(target, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
                         if not S_ISREG(os.fstat(fh.fileno()).st_mode) or \
-                                seen.get(target) != hashlib.file_digest(fh, "sha256").hexdigest():
+                                seen.get(target) != digest.sha256_hex(fh):
                             return False
                 except OSError:
                     return False
@@ -260,6 +259,18 @@ def harness_pid(harness: str, ancestors: list[int]) -> int | None:
     return ancestors[1] if len(ancestors) > 1 else (ancestors[0] if ancestors else None)
 
 
+def _store(*, plain: bool) -> tuple[Any, Any]:
+    """The store's ``Store`` and its rule of what a repository is, imported with plain records
+    standing in for ``dataclasses`` when ``plain`` (a SQLite store; a server's driver is
+    imported at open, with the real one): agents_room/harnesses/plainrecords.py says why."""
+    from .plainrecords import standing_in
+
+    with standing_in(plain):
+        from agents_room.store import Store
+        from agents_room.store.rooms import git_toplevel
+    return Store, git_toplevel
+
+
 def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: bool = False,
             db: str | None = None) -> dict[str, Any] | None:
     """The guard's answer to one payload (None: print nothing, the tool runs)."""
@@ -279,18 +290,16 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
             return None  # (leased files are in a repository: checked when they were claimed)
         if read and read_already(db, cwd, files, keys, [pid] if pid else []):
             return None
-        if sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
-            engines, = store_modules("engines")
-            if (engines.locate(db, "--db") if db else engines.locate())[0] != engines.SQLITE:
-                import site
+        engines, = store_modules("engines")
+        sqlite = (engines.locate(db, "--db") if db else engines.locate())[0] == engines.SQLITE
+        if not sqlite and sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
+            import site
 
-                site.main()
-        from agents_room.store.rooms import git_toplevel
-
+            site.main()
+        Store, git_toplevel = _store(plain=sqlite)
         absolute = [os.path.join(cwd, os.path.expanduser(f)) for f in files]
         if not all(git_toplevel(os.path.dirname(os.path.abspath(p))) for p in absolute):
             return None  # outside any repository: not judged
-        from agents_room.store import Store
 
         with Store.open(db, busy_timeout_s=BUSY_TIMEOUT_S, verify=False) as store:
             if read:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import bounds, callcounts, editclaim, leases, messages, news, overview, paths, reads, rooms, sessions
 from .clock import Clock
@@ -42,6 +41,9 @@ from .engine import Database
 from .engines import busy_timeout_from_env, open_database
 from .records import Event, LeaseState, LeaseView, Received
 from .wake import RETRY_WINDOW_S, Offer, Pending
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "ERROR_CODES", "Claim", "Clock", "Drift", "Event", "Inbox", "InvalidArgument", "Joined", "Lease", "LeaseNotHeld",

@@ -124,12 +124,22 @@ def harness_key(value: Any) -> str | None:
         return None
     if not isinstance(value, str):
         raise InvalidArgument("harness_key", f"must be a UUID string, got {shown(value)}")
+    if _canonical_uuid(value):  # the store's form already (what every hook sends): uuid would say the same
+        return value
     import uuid  # here, not at the top: the hook's news path imports this module, not this check
 
     try:
         return str(uuid.UUID(value.strip()))
     except ValueError:
         raise InvalidArgument("harness_key", f"{shown(value)} is not a UUID") from None
+
+
+def _canonical_uuid(value: str) -> bool:
+    """Is ``value`` a UUID exactly as ``str(uuid.UUID(value))`` writes it (lowercase hex,
+    dashed 8-4-4-4-12)? Checked by hand: importing ``uuid`` (with ``platform``) costs the edit
+    guard more than its check."""
+    parts = value.split("-")
+    return [len(p) for p in parts] == [8, 4, 4, 4, 12] and all(c in "0123456789abcdef" for p in parts for c in p)
 
 
 def session_id_text(value: Any, field: str = "session_id") -> str:

@@ -8,15 +8,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from .engines import ACCEPTED, ENV, POSTGRES_SCHEMES, POSTGRESQL, SQLITE, default_path, locate, redact, scheme
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["ACCEPTED", "ENV", "POSTGRES_SCHEMES", "POSTGRESQL", "SQLITE", "Location", "default_sqlite_path",
            "redact", "resolve", "scheme", "unusable"]
 
 
 def default_sqlite_path() -> Path:
+    from pathlib import Path  # here: pathlib (with urllib.parse) costs the edit guard more than its query
+
     return Path(default_path())
 
 
@@ -35,6 +40,8 @@ class Location:
         """The SQLite file (a SQLite location only)."""
         if self.engine != SQLITE:
             raise ValueError(f"{self} is not a file")
+        from pathlib import Path
+
         return Path(self.target)
 
     def __str__(self) -> str:

@@ -66,7 +66,7 @@ def within_repository(path: str, cwd: str, others: Callable[[], list[str]]) -> N
 def file_hash(path: str) -> str | None:
     """SHA-256 of the file's bytes now; ``None`` if it does not exist. Raises
     ``InvalidArgument`` for something that is not a readable regular file."""
-    import hashlib  # here: the hook's news path imports this module, never this function
+    from .digest import sha256_hex  # here: the hook's news path imports this module, never this function
 
     try:
         # O_NONBLOCK: opening a FIFO would otherwise wait for a writer, for ever (it is then
@@ -74,7 +74,7 @@ def file_hash(path: str) -> str | None:
         with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise InvalidArgument("path", f"{path} is not a regular file")
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+            return sha256_hex(fh)
     except FileNotFoundError:
         return None
     except IsADirectoryError:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import namedtuple
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import bounds
 from .clock import iso
@@ -45,11 +46,14 @@ class Session:
         return cls(*values)
 
 
-class Caller(NamedTuple):
-    """The session an operation acts as: the four columns the operations use. Every tool
-    call but ``room_join`` resolves one, usually inside the write lock, so it is read as a
-    bare tuple (no JSON to decode, no dataclass to fill) rather than as a whole ``Session``."""
+class Caller(namedtuple("Caller", "id cwd label last_seen")):
+    """The session an operation acts as: the four columns the operations use (``id``,
+    ``cwd``, ``label`` or None, ``last_seen``). Every tool call but ``room_join`` resolves one,
+    usually inside the write lock, so it is read as a bare tuple (no JSON to decode, no
+    dataclass to fill) rather than as a whole ``Session``. A ``collections.namedtuple``:
+    ``typing.NamedTuple`` compiles each annotation at import, which the edit guard pays."""
 
+    __slots__ = ()
     id: str
     cwd: str
     label: str | None
