@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from agents_room.harnesses import editguard
 from agents_room.store import Store
 
 ENTRY = str(Path(agents_room.__file__).parent / "editguard_entry.py")
-KEY_A = "aaaaaaaa-1111-4111-8111-111111111111"
-KEY_B = "bbbbbbbb-2222-4222-8222-222222222222"
+# Liveness by harness key scans every process on the machine: keys of this worker's own, so a
+# stand-in harness of a test running beside this one on another worker never keeps A "alive".
+KEY_A, KEY_B = str(uuid.uuid4()), str(uuid.uuid4())
 # A stand-in harness: it stays alive (the session's pid) and runs each hook command it is sent
 # through sh, as the CLIs do, answering with its exit code and output.
 LOOP = """

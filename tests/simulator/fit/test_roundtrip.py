@@ -121,6 +121,11 @@ def drain_share(out: Path) -> float:
     return sum(1 for i in ops if i.get("phase") == "drain") / len(ops)
 
 
+def store_calls(out: Path) -> int:
+    """How many store tools the run's agents called."""
+    return sum(1 for i, _ in pairs(read(out / "history.jsonl.gz")) if i["f"] in STORE_TOOLS)
+
+
 def overhead_ms(out: Path) -> float:
     """What the machine (and the workload's own waits) added to each think, on average: the gap
     before each call that followed a think (its invoke carries the think drawn, ``think_ms``),
@@ -190,9 +195,14 @@ def test_a_known_scenario_comes_back_from_its_store_and_again_from_the_fitted_on
     assert 0.5 <= rows["lease hold p50"]["ratio"] * calls_ratio <= 1.5, (rows["lease hold p50"], calls_ratio)
     drained = drain_share(tmp_path / "second")
     assert 0 < drained < 0.2, drained  # the drain made calls, and not most of them
+    made = store_calls(tmp_path / "second")
     for figure, r in rows.items():
         if figure.startswith("share of "):
-            # the workload's calls in the fitted proportions, and the drain's (all msg_recv) beside them
+            # the workload's calls in the fitted proportions, and the drain's (all msg_recv) beside them.
+            # A share of n calls drawn at random is off by sqrt(p(1-p)/n) at one standard error; a
+            # loaded machine makes fewer calls in the run's seconds (0.038 off at 0.23 was seen), so
+            # the bound is 4 standard errors of the calls this run made, never under 0.03.
             expected = r["fitted"] * (1 - drained) + (drained if figure == "share of msg_recv" else 0.0)
-            assert abs(r["run"] - expected) <= 0.03, (r, drained)
+            bound = max(0.03, 4 * (expected * (1 - expected) / made) ** 0.5)
+            assert abs(r["run"] - expected) <= bound, (r, drained, made, bound)
     assert 0.85 <= rows["fan-out of broadcast"]["ratio"] <= 1.15, rows["fan-out of broadcast"]

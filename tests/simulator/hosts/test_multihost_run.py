@@ -69,7 +69,7 @@ def test_two_hosts_one_partition_is_valid_and_reported_per_host(tmp_path: Path) 
     assert sum(c["found"] + c["not_found"] for c in info.values()) >= 1  # (an info read needs no settling)
     assert (run.out / "hosts.png").exists() and "## Hosts" in (run.out / "report.md").read_text()
     assert run.report["run"]["drivers"] == {"h0": "direct", "h1": "direct"}  # named on the report's first line
-    assert "6 agents on 2 hosts, drivers h0=direct h1=direct," in (run.out / "report.md").read_text()
+    assert "6 agents on 2 hosts in 1 repo and 1 shared room, drivers h0=direct h1=direct," in (run.out / "report.md").read_text()
     # Nothing of the run's network is left.
     assert not set(hosts["network"]["netns"]) & netns_names()
 
