@@ -361,14 +361,12 @@ class Store(WakeCalls):
         return [Session.from_row(row) for row in found]
 
     # -- the edit guard (store/editclaim.py) --------------------------------------------------------
-
     def edit_claim(self, *, cwd: str, files: list[str], harness: str, **kw: Any) -> editclaim.Verdict:
-        """The edit guard's question for one tool call that would write ``files``: may it, and
-        (``claim``) an exclusive lease of each for its session (:func:`.editclaim.edit_claim`)."""
+        """May a tool call write ``files``, and a lease of each for it (:func:`.editclaim.edit_claim`)."""
         return editclaim.edit_claim(self, cwd=cwd, files=files, harness=harness, **kw)
 
     def edit_read(self, *, cwd: str, path: str, harness: str, **kw: Any) -> str | None:
-        """The read baseline a harness's read tool records (:func:`.editclaim.edit_read`)."""
+        """A harness read tool's read baseline (:func:`.editclaim.edit_read`)."""
         return editclaim.edit_read(self, cwd=cwd, path=path, harness=harness, **kw)
 
     def overview(self, room: Any = None, *, window_s: float = 300.0) -> Overview:
