@@ -22,9 +22,8 @@ from typing import Any
 from .parser import not_empty
 
 HOOK = "pre-commit"
-CHAINED = HOOK + ".agents-room-chained"
+CHAINED = ".agents-room-chained"  # beside our hook, the one that was there before it (run first)
 REFS_HOOK = "reference-transaction"
-REFS_CHAINED = REFS_HOOK + ".agents-room-chained"
 MARK = "# agents-room guard:"
 
 
@@ -132,8 +131,13 @@ def is_ours(path: str) -> bool:
 
 
 def install(hooks: str, store: str | None) -> str:
-    """Write our hook into ``hooks``, keeping a foreign pre-commit hook as the chained one."""
-    hook, chained = os.path.join(hooks, HOOK), os.path.join(hooks, CHAINED)
+    """Write our pre-commit hook into ``hooks``, keeping a foreign one as the chained one."""
+    return _put(hooks, HOOK, script(store))
+
+
+def _put(hooks: str, name: str, text: str) -> str:
+    """Write our hook ``name`` into ``hooks``, keeping a foreign one as the chained one."""
+    hook, chained = os.path.join(hooks, name), os.path.join(hooks, name + CHAINED)
     present = os.path.lexists(hook)
     ours = present and is_ours(hook)
     if present and not ours and os.path.lexists(chained):
@@ -145,7 +149,7 @@ def install(hooks: str, store: str | None) -> str:
     if present and not ours:
         os.rename(hook, chained)  # kept whole (mode, symlink and all) for uninstall
     try:  # atomic, through an exclusive temporary file: a commit meanwhile runs the old hook or ours
-        write_file(hook, script(store), within=hooks, mode=0o755)
+        write_file(hook, text, within=hooks, mode=0o755)
     except BaseException:
         if present and not ours:
             os.rename(chained, hook)  # nothing changed
@@ -157,13 +161,19 @@ def install(hooks: str, store: str | None) -> str:
 
 
 def uninstall(hooks: str) -> str:
-    """Remove our hook and put back the chained one, if any. A hook that is not ours is left
-    alone (GuardInstallError)."""
-    hook, chained = os.path.join(hooks, HOOK), os.path.join(hooks, CHAINED)
+    """Remove our pre-commit hook and put back the chained one, if any. A hook that is not
+    ours is left alone (GuardInstallError)."""
+    return _take(hooks, HOOK, f"no guard in {hooks}; nothing changed")
+
+
+def _take(hooks: str, name: str, absent: str) -> str:
+    """Remove our hook ``name`` and put back the chained one, if any (``absent``: the answer
+    when there is neither)."""
+    hook, chained = os.path.join(hooks, name), os.path.join(hooks, name + CHAINED)
     if os.path.lexists(hook) and not is_ours(hook):
         raise GuardInstallError(f"{hook} is not agents-room's guard; left as it is")
     if not os.path.lexists(hook) and not os.path.lexists(chained):
-        return f"no guard in {hooks}; nothing changed"
+        return absent
     if os.path.lexists(chained):
         os.replace(chained, hook)
         return f"removed the guard from {hook}; the hook that was there is back"
@@ -208,38 +218,9 @@ def refs_script(store: str | None) -> str:
 def install_refs(hooks: str, store: str | None) -> str:
     """Write our reference-transaction hook into ``hooks``, keeping a foreign one as the
     chained one (as ``install`` does for pre-commit)."""
-    hook, chained = os.path.join(hooks, REFS_HOOK), os.path.join(hooks, REFS_CHAINED)
-    present = os.path.lexists(hook)
-    ours = present and is_ours(hook)
-    if present and not ours and os.path.lexists(chained):
-        raise GuardInstallError(f"{hook} is not agents-room's and {chained} exists already: move one of them away, "
-                                "then install again")
-    from .safe_write import write_file
-
-    os.makedirs(hooks, exist_ok=True)
-    if present and not ours:
-        os.rename(hook, chained)
-    try:  # atomic, through an exclusive temporary file (safe_write.py), as install() writes pre-commit
-        write_file(hook, refs_script(store), within=hooks, mode=0o755)
-    except BaseException:
-        if present and not ours:
-            os.rename(chained, hook)  # nothing changed
-        raise
-    if ours:
-        return f"updated the guard in {hook}"
-    kept = f"; the hook that was there runs first, from {chained}" if present else ""
-    return f"installed the guard in {hook}{kept}"
+    return _put(hooks, REFS_HOOK, refs_script(store))
 
 
 def uninstall_refs(hooks: str) -> str:
     """Remove our reference-transaction hook and put back the chained one, if any."""
-    hook, chained = os.path.join(hooks, REFS_HOOK), os.path.join(hooks, REFS_CHAINED)
-    if os.path.lexists(hook) and not is_ours(hook):
-        raise GuardInstallError(f"{hook} is not agents-room's guard; left as it is")
-    if not os.path.lexists(hook) and not os.path.lexists(chained):
-        return f"no guard's {REFS_HOOK} hook in {hooks}; nothing changed"
-    if os.path.lexists(chained):
-        os.replace(chained, hook)
-        return f"removed the guard from {hook}; the hook that was there is back"
-    os.unlink(hook)
-    return f"removed the guard: {hook}"
+    return _take(hooks, REFS_HOOK, f"no guard's {REFS_HOOK} hook in {hooks}; nothing changed")
