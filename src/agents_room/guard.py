@@ -29,6 +29,7 @@ import sys
 import time
 
 from .harnesses.hook import _ancestors, _uuid
+from .harnesses.hook import lineage as hook_lineage
 from .harnesses.hook_store import store_modules
 from .visible import visible
 
@@ -210,18 +211,7 @@ def lineage(pid: int) -> list[int]:
     """``pid``'s ancestors, its parent first (the store's rule asks it of each session's
     recorded process once ancestry found an agent's: store/commitguard.py); empty when it is
     gone."""
-    out = []
-    for _ in range(ANCESTOR_DEPTH):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            pid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-        if pid <= 1:
-            break
-        out.append(pid)
-    return out
+    return hook_lineage(pid, ANCESTOR_DEPTH + 1)[1:]  # [pid] alone when it is gone
 
 
 class _Reader:

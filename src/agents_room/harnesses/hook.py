@@ -274,10 +274,14 @@ def _ancestors(depth: int = ANCESTOR_DEPTH) -> list[int]:
     """Our parent, its parent, ...: Claude Code runs a hook through a shell, and the session
     recorded Claude Code's pid. Used when the key does not match (after ``/clear`` the hook
     gets a new session id while the MCP server keeps the old one)."""
-    out, pid = [], os.getppid()
-    for _ in range(depth):
-        if pid <= 1:
-            break
+    return lineage(os.getppid(), depth)
+
+
+def lineage(pid: int, depth: int = ANCESTOR_DEPTH) -> list[int]:
+    """``pid`` and the processes above it, nearest first, at most ``depth`` of them (never
+    init); read from ``/proc/<pid>/stat``, cut short where a process is gone."""
+    out = []
+    while pid > 1 and len(out) < depth:
         out.append(pid)
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:

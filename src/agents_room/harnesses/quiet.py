@@ -68,17 +68,10 @@ def marker_path(env: Mapping[str, str], store_path: str, harness_pid: int | None
 
 
 def ancestors(pid: int, depth: int = ANCESTORS) -> list[int]:
-    """``pid`` and the processes above it, nearest first."""
-    out = []
-    while pid > 1 and len(out) < depth:
-        out.append(pid)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            pid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            break
-    return out
+    """``pid`` and the processes above it, nearest first (the hook's own rule)."""
+    from .hook import lineage
+
+    return lineage(pid, depth)
 
 
 class Keeper:
