@@ -195,3 +195,14 @@ def test_a_file_that_is_not_a_store_is_refused_and_left_untouched(tmp_path: Path
     assert "Traceback" not in refused.stderr
     assert garbage.read_bytes() == content
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.db"]
+
+
+def test_who_shows_the_tags_a_session_the_edit_guard_joined_carries(db: Path, repo: Path) -> None:
+    (repo / "x.py").write_text("x = 1\n")
+    with Store.open(db) as store:
+        guarded = store.edit_claim(cwd=str(repo), files=["x.py"], harness="codex").session_id
+        plain_one = store.room_join(cwd=str(repo), pid=None, label="plain").session_id
+    lines = run("--db", str(db), "who").stdout.splitlines()
+    assert lines[0].split()[-2:] == ["TAGS", "CWD"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}  # the cwd has no space: TAGS is next to last
+    assert rows[guarded][-2] == "edit-guard" and rows[plain_one][-2] == "-"

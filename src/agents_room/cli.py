@@ -234,9 +234,11 @@ def who(args: argparse.Namespace) -> int:
         print(f"no sessions{' in ' + args.room if args.room else ''} in {store.path} ({origin}); "
               "agents on another store are not listed: agents-room doctor lists the stores it finds")
         return 0
-    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "CWD"]]
+    rows = [["SESSION", "LABEL", "HARNESS", "LIVENESS", "HOST", "AUTONOMY", "WAKE LEVER", "LAST SEEN", "ROOMS", "TAGS",
+             "CWD"]]  # TAGS: edit-guard for a session the edit guard joined (docs/harnesses.md)
     rows += [[m.session_id, m.label or "-", m.harness, m.liveness, _host(m.host, store.host), m.autonomy,
-              m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", m.cwd] for m in members]
+              m.wake_lever or "-", _ago(m.last_seen), ",".join(m.rooms) or "-", ",".join(m.tags) or "-", m.cwd]
+             for m in members]
     rows = [[visible(cell) for cell in row] for row in rows]  # agents wrote them: agents_room/visible.py
     print(_table(rows))
     if any(m.host != store.host for m in members):

@@ -180,4 +180,11 @@ async def test_a_directory_lease_shows_as_one_row_marked_as_a_directory(
         await expect(row.locator(".path")).to_contain_text("api/")
         await expect(page.locator("#leases tr")).to_have_count(2)
         await expect(page.locator('#leases tr[data-directory="1"]')).to_have_count(1)
+        # a lease the edit guard took at an edit is marked so; the model's own leases are not
+        (repo / "notes.txt").write_text("n\n")
+        with Store.open(db) as store:
+            assert store.edit_claim(cwd=str(repo), files=["notes.txt"], harness="claude-code").ok
+        edited = page.locator(f'#leases tr[data-path="{repo}/notes.txt"]')
+        await expect(edited.locator('.badge[data-kind="at-edit"]')).to_have_text("at an edit", timeout=SEEN_S * 1000)
+        await expect(page.locator('#leases .badge[data-kind="at-edit"]')).to_have_count(1)
     assert page.ran == []

@@ -145,3 +145,37 @@ def test_the_kernels_spellings_are_one_file_to_the_edit_guard(store: Store, repo
     (repo / "hard.py").hardlink_to(elsewhere / "x.py")
     linked = edit(store, repo, ["hard.py"], KEY_A)
     assert not linked.ok and linked.holder.lease.session_id == other, linked.reason
+
+
+def test_a_lease_taken_at_an_edit_says_so_until_its_holder_claims_the_path_itself(store: Store, repo: Path) -> None:
+    """The lease itself is marked (issue 46: visible in lease_list, lease_check and the
+    dashboard as taken at an edit): kept by a renewal and by another edit; the holder's own
+    lease_claim (on PostgreSQL, the engine's claim function) makes it the model's; an edit of a
+    lease the model claimed leaves it the model's."""
+    (repo / "x.py").write_text("a = 1\n")
+    (repo / "y.py").write_text("b = 1\n")
+    a = edit(store, repo, ["x.py"], KEY_A)
+    me, x = a.session_id, str(repo / "x.py")
+
+    def marked() -> dict[str, bool]:
+        listed = {v.path: v.at_edit for v in store.lease_list(me)}
+        assert {v.path: v.at_edit for v in store.overview().leases} == listed  # the dashboard's rows
+        return listed
+
+    assert marked() == {x: True}
+    state = store.lease_check(me, "x.py")
+    assert state.lease.at_edit is True and [h.at_edit for h in state.holders] == [True]
+    store.lease_renew(me, "x.py", 900)
+    assert marked() == {x: True}
+    assert edit(store, repo, ["x.py"], KEY_A).ok
+    assert marked() == {x: True}
+    # the model claims it itself: an ordinary lease from here on, an edit of it keeps it so
+    assert store.lease_claim(me, "x.py").ok
+    assert marked() == {x: False} and store.lease_check(me, "x.py").lease.at_edit is False
+    assert edit(store, repo, ["x.py"], KEY_A).ok
+    assert marked() == {x: False}
+    # a lease the model claimed before any edit is never marked by the edit
+    assert store.lease_claim(me, "y.py").ok
+    assert edit(store, repo, ["y.py"], KEY_A).ok
+    assert marked() == {x: False, str(repo / "y.py"): False}
+    assert all("at_edit" not in vars(c) for c in (store.lease_claim(me, "x.py").lease, store.lease_renew(me, "x.py")))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents_room.store import Clock, InvalidArgument, LeaseNotHeld, Store
+from agents_room.store.leasecall import HeldLease
 
 
 @pytest.fixture
@@ -75,7 +76,7 @@ def test_a_deny_changes_nothing(store: Store, two: tuple[str, str], head: Callab
     before = head()
     store.lease_claim(b, "a.txt")
     assert head() == before
-    assert store.lease_check(a, "a.txt").lease == granted
+    assert store.lease_check(a, "a.txt").lease == HeldLease(**vars(granted), at_edit=False)  # claimed, not at an edit
 
 
 def test_different_paths_do_not_conflict(store: Store, two: tuple[str, str]) -> None:
@@ -320,7 +321,7 @@ def test_check_shows_the_holder(store: Store, two: tuple[str, str]) -> None:
     a, b = two
     lease = store.lease_claim(a, "a.txt").lease
     state = store.lease_check(b, "a.txt")
-    assert (state.free, state.lease) == (False, lease)
+    assert (state.free, state.lease) == (False, HeldLease(**vars(lease), at_edit=False))
 
 
 def test_check_does_not_show_an_expired_lease(store: Store, clock: Clock, two: tuple[str, str]) -> None:

@@ -340,22 +340,24 @@ def test_a_lease_follows_its_file_when_a_folder_above_is_renamed(store: Store, r
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
     """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its
-    path alone while it lives; one granted after carries its file's identity."""
+    path alone while it lives; one granted after carries its file's identity. The at_edit
+    column is added false: a lease granted before was the model's own."""
     import sqlite3
 
     with Store.open(location) as store:
         a = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(a, "src/x.py").ok
     conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
-    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; PRAGMA user_version=4;")
+    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; "
+                       "ALTER TABLE leases DROP COLUMN at_edit; PRAGMA user_version=4;")
     conn.close()
     with Store.open(location) as store:
         assert store.health()["schema_version"] == 5
         b = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(b, "src/x.py").holder.session_id == a
         assert store.lease_claim(b, "lib/y.py").ok
-        assert rows(store, "SELECT path, ident IS NULL FROM leases ORDER BY path") == [
-            (f"{real}/lib/y.py", 0), (f"{real}/src/x.py", 1)]
+        assert rows(store, "SELECT path, ident IS NULL, at_edit FROM leases ORDER BY path") == [
+            (f"{real}/lib/y.py", 0, 0), (f"{real}/src/x.py", 1, 0)]
 
 
 _MOUNTED = """

@@ -313,7 +313,8 @@ def lease_check(ctx: Context, session_id: SessionId, path: PathArg) -> dict[str,
 
 def lease_list(ctx: Context, session_id: SessionId) -> dict[str, Any]:
     """Every live lease in the store (which files, or directories: paths ending in '/', are being
-    edited, by whom, until when), with mine=true on yours. Errors: unknown_session."""
+    edited, by whom, until when), with mine=true on yours and at_edit=true on one the edit guard
+    took at an edit. Errors: unknown_session."""
     return {"leases": plain(_store(ctx).lease_list(session_id))}
 
 

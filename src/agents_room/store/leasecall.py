@@ -20,6 +20,15 @@ class Lease:
 
 
 @dataclass(frozen=True)
+class HeldLease(Lease):
+    """A live lease as ``lease_check`` and ``lease_list`` show it: the lease, and whether the
+    edit guard took it at an edit (store/editclaim.py; until the holder claims the path itself).
+    A claim's or renewal's answer is the plain :class:`Lease`: the caller knows how it claimed."""
+
+    at_edit: bool = False
+
+
+@dataclass(frozen=True)
 class Claim:
     ok: bool
     holder: Lease | None  # on a deny: who is in the way; on a grant: the caller's lease

@@ -13,9 +13,10 @@ from .clock import iso
 from .errors import LeaseNotHeld
 from .sessions import Caller
 from .engine import Tx
-from .leasecall import Claim, Lease
+from .leasecall import Claim, HeldLease, Lease
 
 _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at"
+_HELD = _LEASE + ", l.at_edit"  # a HeldLease's: what lease_check and lease_list show
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
 _LIVE = "l.expires_at > ?"
 # The leases beneath a directory: a range of the primary key (path, session_id), compared
@@ -37,16 +38,17 @@ def sweep(tx: Tx) -> int:
     return len(rows)
 
 
-def _covering(tx: Tx, path: str, also: tuple[str, ...] = ()) -> list[tuple]:
+def _covering(tx: Tx, path: str, also: tuple[str, ...] = (), columns: str = _LEASE) -> list[tuple]:
     """Live leases of ``path`` itself or of a directory above it: one IN list on the
     primary key, at most one entry per path component (of each of ``also``, too: the
     spellings a lease granted before paths were canonical may be stored under)."""
     keys = list(dict.fromkeys(p for each in (path, *also) for p in coverage.covering_paths(each)))
     marks = ", ".join("?" * len(keys))
-    return tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*keys, tx.now))
+    return tx.all(f"SELECT {columns} {_FROM} WHERE l.path IN ({marks}) AND {_LIVE}", (*keys, tx.now))
 
 
-def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ...] = ()) -> list[tuple]:
+def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ...] = (),
+                 columns: str = _LEASE) -> list[tuple]:
     """Live leases of ``path``'s file, or of a directory above it, under another name: those
     whose recorded identity is one of ``idents`` (store/paths.py's identities of ``path``)
     and whose path does not cover it already, and still names what it did (store/paths.py's
@@ -55,20 +57,24 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
         return []
     marks = ", ".join("?" * len(idents))
     near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
-    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*idents, tx.now))
+    rows = tx.all(f"SELECT {columns}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*idents, tx.now))
     return [r[:-1] for r in rows if r[0] not in near and paths.still(r[0], r[-1])]
 
 
-def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[Lease]:
+def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
     """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
     covering it (under any name of its file: ``idents``) and, for a directory, those beneath
     it. Exclusive first, then by token (the oldest grant first)."""
-    rows = _covering(tx, path, also) + _by_identity(tx, path, idents, also)
+    rows = _covering(tx, path, also, _HELD) + _by_identity(tx, path, idents, also, _HELD)
     if coverage.is_directory(path):
         for directory in dict.fromkeys((path, *also)):
             lo, hi = coverage.subtree_range(directory)
-            rows += tx.all(_BENEATH.format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
-    return sorted(dict.fromkeys(Lease(*r) for r in rows), key=lambda x: (x.mode, x.token))
+            rows += tx.all(_BENEATH.replace(_LEASE, _HELD, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+    return sorted(dict.fromkeys(_held(r) for r in rows), key=lambda x: (x.mode, x.token))
+
+
+def _held(row: tuple) -> HeldLease:
+    return HeldLease(*row[:7], at_edit=bool(row[7]))
 
 
 def _first_beneath_in_the_way(tx: Tx, session: Caller, directory: str, mode: str) -> list[Lease]:
@@ -99,7 +105,9 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     which a denial quotes. ``idents``: store/paths.py's identities of ``path``; the first is
     stored with the lease, and a lease of any of them under another name stands in the way
     (a hard link, a bind mount, a folder renamed under a live lease). ``at_edit``: taken by the
-    edit guard at an edit (store/editclaim.py), which its grant event says."""
+    edit guard at an edit (store/editclaim.py), which its grant event says, and the lease while
+    it lives (a renewal, or another edit, keeps it; the holder's own claim of the path ends it:
+    then it is the model's lease, and an edit of a lease the model claimed leaves it so)."""
     sweep(tx)
     also = () if spelled in (None, path) else (spelled,)
     # Two index lookups, never a scan of every lease: the leases covering the path (an IN
@@ -123,14 +131,16 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     expires_at = tx.now + ttl_s
     if mine is None:  # no result needed: sent with the commit where the engine can (Tx.later)
         tx.later(
-            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at, ident) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, session.id, mode, token, ttl_s, tx.now, expires_at, idents[0] if idents else None),
+            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at, ident, at_edit) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, session.id, mode, token, ttl_s, tx.now, expires_at, idents[0] if idents else None, int(at_edit)),
         )
     else:
+        # The holder's own lease_claim makes a lease taken at an edit the model's (at_edit 0, as
+        # the PostgreSQL function of migrate_5.sql does); an edit of a lease keeps what it was.
         tx.later(
-            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident) "
-            "WHERE path = ? AND session_id = ?",
+            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
+            f"at_edit = {'at_edit' if at_edit else '0'} WHERE path = ? AND session_id = ?",
             (mode, token, ttl_s, expires_at, idents[0] if idents else None, path, session.id),
         )
     previous = mine.mode if mine else None
@@ -253,6 +263,6 @@ def check(tx: Tx, path: str, spelled: str | None = None, idents: tuple[str, ...]
     return _holders(tx, path, () if spelled in (None, path) else (spelled,), idents)
 
 
-def live(tx: Tx) -> list[Lease]:
-    rows = tx.all(f"SELECT {_LEASE} {_FROM} WHERE l.expires_at > ? ORDER BY l.path, l.token", (tx.now,))
-    return [Lease(*r) for r in rows]
+def live(tx: Tx) -> list[HeldLease]:
+    rows = tx.all(f"SELECT {_HELD} {_FROM} WHERE l.expires_at > ? ORDER BY l.path, l.token", (tx.now,))
+    return [_held(r) for r in rows]

@@ -47,6 +47,7 @@ class RoomView:
 class LiveLease(Lease):
     ttl_s: float
     directory: bool  # a directory lease (path ending in "/"): it covers every path beneath
+    at_edit: bool = False  # taken by the edit guard at an edit (store/editclaim.py)
 
 
 @dataclass(frozen=True)
@@ -169,12 +170,12 @@ def _members(tx: Tx, judge: Judge, room: str | None) -> list[MemberView]:
 def _leases(tx: Tx, room: str | None) -> list[LiveLease]:
     where, params = _in_room("l.session_id", room)
     rows = tx.all(
-        "SELECT l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at, l.ttl_s "
+        "SELECT l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expires_at, l.ttl_s, l.at_edit "
         f"FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.expires_at > ?{where} "
         "ORDER BY l.path, l.token",
         (tx.now, *params),
     )
-    return [LiveLease(*r, directory=coverage.is_directory(r[0])) for r in rows]
+    return [LiveLease(*r[:8], directory=coverage.is_directory(r[0]), at_edit=bool(r[8])) for r in rows]
 
 
 def _spans(tx: Tx, room: str | None, now: float, window_s: float, seq: int) -> list[LeaseSpan]:

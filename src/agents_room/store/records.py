@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .leases import Lease
+from .leasecall import HeldLease
 from .messages import Inbox, Message
 
 
@@ -29,17 +29,17 @@ class Received:
 @dataclass(frozen=True)
 class LeaseState:
     free: bool
-    lease: Lease | None
-    holders: list[Lease]
+    lease: HeldLease | None
+    holders: list[HeldLease]
 
 
 @dataclass(frozen=True)
-class LeaseView(Lease):
-    """A live lease as ``lease_list`` shows it to a session: the lease, and whether it is the
-    caller's."""
+class LeaseView(HeldLease):
+    """A live lease as ``lease_list`` shows it to a session: the lease (taken at an edit or
+    not), and whether it is the caller's."""
 
     mine: bool = False
 
     @classmethod
-    def of(cls, lease: Lease, *, mine: bool) -> LeaseView:
+    def of(cls, lease: HeldLease, *, mine: bool) -> LeaseView:
         return cls(**{f.name: getattr(lease, f.name) for f in fields(lease)}, mine=mine)

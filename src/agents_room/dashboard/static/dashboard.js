@@ -140,7 +140,8 @@ function renderLeases(snap) {
     el("td", {}, ...(l.directory ? [el("span", { class: "badge", "data-kind": "directory", title: "a directory lease: it covers every path beneath" }, "dir")] : []),
       splitPath(l.path)),
     el("td", { class: "holder" }, el("span", { class: "label" }, who(l.label, l.session_id))),
-    el("td", {}, el("span", { class: "badge", "data-mode": l.mode }, l.mode)),
+    el("td", {}, el("span", { class: "badge", "data-mode": l.mode }, l.mode),
+      ...(l.at_edit ? [el("span", { class: "badge", "data-kind": "at-edit", title: "taken by the edit guard at an edit, not by lease_claim" }, "at an edit")] : [])),
     el("td", { class: "mono" }, `#${l.token}`),
     el("td", {}, el("div", { class: "bar", "data-expires": l.expires_at, "data-ttl": l.ttl_s },
       el("div", { class: "fill" }), el("span", { class: "left" })))));

@@ -1,8 +1,9 @@
--- agents-room on PostgreSQL, schema version 5: sqlite/migrate_5.sql's ident column (read it for
--- its meaning), and migrate_4.sql's claim function taking the identities (p_ident the lease's
+-- agents-room on PostgreSQL, schema version 5: sqlite/migrate_5.sql's ident and at_edit columns
+-- (read it for their meaning), and migrate_4.sql's claim function taking the identities (p_ident the lease's
 -- own, stored with it; p_idents those a lease in the way may have: store/paths.py's identities)
 -- and looking for leases of the same file under another name, as store/leases.py's claim does.
 ALTER TABLE leases ADD COLUMN ident TEXT COLLATE "C";
+ALTER TABLE leases ADD COLUMN at_edit INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX leases_ident ON leases (ident);
 DROP FUNCTION agents_room_lease_claim(TEXT, TEXT, TEXT, DOUBLE PRECISION, TEXT, DOUBLE PRECISION);
 
@@ -88,8 +89,11 @@ BEGIN
         VALUES (p_path, p_session, p_mode, o_token, p_ttl, o_now, o_expires, p_ident);
         o_acquired := o_now;
     ELSE
+        -- A lease_claim is the model's own: a lease the edit guard took at an edit is the
+        -- model's from here on (at_edit 0), as store/leases.py's claim does. The edit guard's
+        -- claims (at_edit 1) run store/leases.py's rules, never this function.
         UPDATE leases SET mode = p_mode, token = o_token, ttl_s = p_ttl, expires_at = o_expires,
-                          ident = coalesce(p_ident, ident)
+                          ident = coalesce(p_ident, ident), at_edit = 0
         WHERE path = p_path AND session_id = p_session;
         o_acquired := mine.acquired_at;
     END IF;
