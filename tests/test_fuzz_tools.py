@@ -215,9 +215,10 @@ def judge(tool: str, args: dict[str, Any], properties: list[str], result: Any) -
         return
     text = result.content[0].text if result.content else ""
     assert CODE.match(text), f"{tool}({short(args)}) answered {text[:300]!r}"
-    # An argument name the caller sent is echoed in the answer: Hypothesis draws string
-    # literals of this module (FORBIDDEN's too) as names, and naming one back is no failure.
-    echoed = " ".join(str(k) for k in args)
+    # An argument the caller sent is echoed in the answer: Hypothesis draws string literals of
+    # this module (FORBIDDEN's too) as names and as values (`["store_error"]` as a session_id
+    # was seen), and quoting one back is no failure.
+    echoed = " ".join(str(k) for k in args) + " " + str(args)
     for bad in FORBIDDEN:
         assert bad not in text or bad in echoed, f"{tool}({short(args)}) answered {text[:300]!r}"
     if text.startswith("invalid_argument: "):
