@@ -389,3 +389,20 @@ def test_a_bind_mount_is_one_set_of_files(location: str, real: Path, tmp_path: P
     assert lines[0] == "True True"
     assert lines[1:3] == [f"(False, True, '{mounted}/src/x.py')", f"(False, True, '{mounted}/src/new.py')"]
     assert lines[3] == f"{mounted}/src/x.py"
+
+
+@pytest.mark.skipif(not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"), reason="Linux's O_PATH and /proc")
+def test_a_file_removed_between_its_open_and_its_name_is_named_by_its_path(tmp_path: Path) -> None:
+    """The kernel names a descriptor of an unlinked file ``<path> (deleted)``: a file an
+    editor saved by rename between the two calls is still its path, never that name."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    (real / "x.py").write_text("x\n")
+    fd = os.open(tmp_path / "link" / "x.py", os.O_PATH)
+    try:
+        os.unlink(real / "x.py")
+        assert os.readlink(f"/proc/self/fd/{fd}").endswith(" (deleted)")  # what the kernel says
+        assert paths._named_by(fd, str(tmp_path / "link" / "x.py")) == str(real / "x.py")
+    finally:
+        os.close(fd)

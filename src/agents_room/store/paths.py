@@ -27,6 +27,7 @@ _MAGIC = frozenset("*?[")
 # Linux's descriptor that only names a file (never opened for reading: no FIFO waits, no
 # permission to read needed), whose /proc/self/fd link is the file's real path.
 _O_PATH = getattr(os, "O_PATH", None) if os.path.isdir("/proc/self/fd") else None
+_DELETED = " (deleted)"  # how /proc/self/fd names a descriptor's file once it is unlinked
 # Folders this process found canonical or not (found_canonical), bounded: a store serving many
 # sessions (an HTTP server) sees as many cwds.
 _FOUND: dict[str, bool] = {}
@@ -137,12 +138,21 @@ def _real(path: str) -> str:
     except OSError:
         return os.path.realpath(path)
     try:
+        return _named_by(fd, path)
+    finally:
+        os.close(fd)
+
+
+def _named_by(fd: int, path: str) -> str:
+    """The real path of ``path`` by its ``O_PATH`` descriptor ``fd``; ``os.path.realpath``
+    where the kernel's name is no path (``anon_inode:[...]``) or is the name of a file removed
+    since it was opened, which the kernel reports with `` (deleted)`` after it (an editor's
+    save by rename does that between the two calls)."""
+    try:
         real = os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return os.path.realpath(path)
-    finally:
-        os.close(fd)
-    return real if real.startswith(SEP) else os.path.realpath(path)  # e.g. "anon_inode:[...]"
+    return real if real.startswith(SEP) and not real.endswith(_DELETED) else os.path.realpath(path)
 
 
 def named(asked: str, spelled: str, path: str) -> str:
