@@ -53,8 +53,7 @@ def run(args: argparse.Namespace) -> int:
         health["liveness_by_host"] = by_host
         health["wake_levers"] = levers
     health["origin"] = where.origin
-    health["other_stores"] = [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem}
-                              for f in others]
+    health["other_stores"] = _others_json(others)
     if args.json:
         _print_json(health)
     else:
@@ -69,9 +68,7 @@ def run(args: argparse.Namespace) -> int:
             for h, counts in health["liveness_by_host"].items()) or "none"))
         print(f"{'wake levers:':16}" + visible(", ".join(
             f"{n} {lever}" for lever, n in sorted(health["wake_levers"].items())) or "none"))
-        lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
-                                                             "in the harness files install writes)"]
-        print(f"{'other stores:':16}" + f"\n{'':16}".join(map(visible, lines)))  # agents_room/visible.py
+        _print_others(others)
     return 0 if health["healthy"] else 1
 
 
@@ -79,19 +76,29 @@ def _doctor_no_store(where: Location, others: list[Any], *, json_out: bool) -> i
     """``doctor`` where there is no store yet and no other store agents may be on: nothing is
     wrong when a store can be made there; where none can, one line naming the path and the
     reason (no_room.py)."""
-    from . import elsewhere, no_room
+    from . import no_room
 
     no_room.check(where)
     if json_out:
-        _print_json({"path": str(where), "origin": where.origin, "exists": False, "healthy": True, "other_stores": [
-            {"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem} for f in others]})
+        _print_json({"path": str(where), "origin": where.origin, "exists": False, "healthy": True,
+                     "other_stores": _others_json(others)})
         return 0
     print(f"{'path:':16}{where} ({where.origin})")
     print(f"{'store:':16}none yet, nothing was created: {no_room.MAKES_ONE}")
+    _print_others(others)
+    return 0
+
+
+def _others_json(others: list[Any]) -> list[dict[str, Any]]:
+    return [{"location": f.location, "where": f.where, "exists": f.exists, "problem": f.problem} for f in others]
+
+
+def _print_others(others: list[Any]) -> None:
+    from . import elsewhere
+
     lines = [elsewhere.describe(f) for f in others] or ["none found (the default location, and AGENTS_ROOM_DB "
                                                          "in the harness files install writes)"]
-    print(f"{'other stores:':16}" + f"\n{'':16}".join(lines))
-    return 0
+    print(f"{'other stores:':16}" + f"\n{'':16}".join(map(visible, lines)))  # agents_room/visible.py
 
 
 def add_parser(subparsers: Any) -> None:
