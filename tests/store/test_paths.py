@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from agents_room.store.commitguard import blockers
 from agents_room.store.errors import InvalidArgument
 from .conftest import rows
 
-KEY = "6f1c3c0e-8a55-4a8e-9d4c-1b2a3c4d5e6f"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 @pytest.fixture
