@@ -5,6 +5,10 @@ process tree, from ``getrusage(RUSAGE_CHILDREN)``) and wall time from spawn to e
 what the guard adds to one edit: a harness runs it before each call of a file-writing tool
 and on no other tool (its matcher), and its read-baseline hook after each read.
 
+By default the agent's own ``agents-room serve`` runs beside the guard, as in a harness, and the
+guard asks it (agents_room/harnesses/editguard_serve.py); its CPU while it answers is counted
+with the guard's. ``--no-serve``: every edit judged in the guard's own process.
+
 Cases, each against its own store (SQLite in a temporary folder, or ``--db`` PostgreSQL):
 
 - ``sh-true``: ``sh -c true``, the spawn every hook pays (the floor, not the guard's);
@@ -19,7 +23,7 @@ Cases, each against its own store (SQLite in a temporary folder, or ``--db`` Pos
 ``--against ENTRY`` runs every guard case with another checkout's entry too (``<case>@against``),
 interleaved with this one's, and prints this one's CPU over that one's.
 
-    .venv/bin/python bench/edit_guard.py [--runs 40] [--db postgresql://...] [--against OTHER/src/agents_room/editguard_entry.py]
+    .venv/bin/python bench/edit_guard.py [--runs 40] [--db postgresql://...] [--no-serve] [--against OTHER/src/agents_room/editguard_entry.py]
     .venv/bin/python bench/edit_guard.py --turns claude-code,codex,gemini [--pairs 3] [--edits-per-turn 20]
 
 Prints one line per case: CPU ms (median), wall ms p50 and p99, and the guard's added CPU and
@@ -45,16 +49,47 @@ ENTRY = str(Path(__file__).resolve().parents[1] / "src" / "agents_room" / "editg
 KEY = "beeeeeef-0000-4000-8000-000000000001"
 
 
-def run(command: str, payload: str, env: dict[str, str]) -> tuple[float, float, str]:
-    """(CPU ms of the process tree, wall ms, stdout) of one ``sh -c command``."""
+def run(command: str, payload: str, env: dict[str, str], serve: int | None = None) -> tuple[float, float, str]:
+    """(CPU ms of the process tree, wall ms, stdout) of one ``sh -c command``; ``serve``: the
+    pid of the agent's server beside it, whose CPU meanwhile (answering the guard) counts too."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    served = cpu_ns(serve)
     start = time.perf_counter()
     done = subprocess.run(["sh", "-c", command], input=payload, capture_output=True, text=True, env=env, check=False)
     wall = (time.perf_counter() - start) * 1000
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) * 1000
+    cpu += (cpu_ns(serve) - served) / 1e6
     assert done.returncode == 0, done.stderr
     return cpu, wall, done.stdout
+
+
+def cpu_ns(pid: int | None) -> int:
+    """The CPU time of every thread of ``pid`` so far, in ns (the scheduler's own count:
+    ``/proc/<pid>/task/*/schedstat``), 0 for None."""
+    if pid is None:
+        return 0
+    total = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def start_serve(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """The agent's own ``agents-room serve``, this process's child as a harness's server is the
+    harness's, so every guard this process runs finds it among its ancestors and asks it
+    (agents_room/harnesses/editguard_serve.py). Returned once it listens."""
+    exe = str(Path(sys.executable).with_name("agents-room"))
+    proc = subprocess.Popen([exe, "serve"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env)
+    name = f"@agents-room-{os.getuid()}-edit-guard-{os.getpid()}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        with open("/proc/net/unix") as f:
+            if any(line.split()[-1] == name for line in f if len(line.split()) > 7):
+                return proc
+        time.sleep(0.1)
+    raise SystemExit(f"agents-room serve did not listen for the edit guard ({name})")
 
 
 def payload(repo: Path, name: str, tool: str = "Edit", event: str = "PreToolUse") -> str:
@@ -161,6 +196,9 @@ def main() -> int:
     parser.add_argument("--against", metavar="ENTRY",
                         help="also run each guard case with this editguard_entry.py (another checkout's), "
                         "interleaved, and print the CPU ratio")
+    parser.add_argument("--no-serve", action="store_true",
+                        help="no agents-room serve beside the guard: every edit judged in the guard's own process "
+                        "(a harness whose server is not running)")
     parser.add_argument("--no-server", action="store_true",
                         help="no other process keeps the store open during the runs (each guard's close is "
                         "then the last, and SQLite checkpoints the WAL at it)")
@@ -191,7 +229,9 @@ def main() -> int:
         server.lease_claim(other, str(repo / "held.py"), ttl_s=3600)
         if args.no_server:
             server.close()
-        run(guard, payload(repo, "f0.py"), env)  # the session joined at its first edit, as in a real turn
+        serve = None if args.no_serve else start_serve(env)
+        spid = serve.pid if serve else None
+        run(guard, payload(repo, "f0.py"), env, spid)  # the session joined at its first edit, as in a real turn
         cases = {
             "sh-true": lambda i: ("true", ""),
             "python-bare": lambda i: (f"{sys.executable} -I -S -c pass", ""),
@@ -202,7 +242,7 @@ def main() -> int:
         for i in range(args.runs):  # interleaved: a load that changes hits every case alike
             for name, make in cases.items():
                 command, text = make(i)
-                cpu, wall, out = run(command, text, env)
+                cpu, wall, out = run(command, text, env, spid)
                 if name.startswith("deny"):
                     assert "edit denied" in out, out
                 elif name not in ("sh-true", "python-bare"):
@@ -211,11 +251,15 @@ def main() -> int:
                 results[name][1].append(wall)
         if not args.no_server:
             server.close()
+        if serve:
+            serve.stdin.close()  # type: ignore[union-attr]
+            serve.wait(timeout=30)
     floor_cpu = statistics.median(results["sh-true"][0])
     floor_wall = statistics.median(results["sh-true"][1])
     load = os.getloadavg()[0]
     print(f"# {args.runs} runs each, engine {'postgresql' if args.db else 'sqlite'}, load average {load:.1f}, "
-          f"{'no other process' if args.no_server else 'a server process'} holding the store open")
+          f"{'no other process' if args.no_server else 'a server process'} holding the store open, "
+          f"{'no agents-room serve' if args.no_serve else 'the agent`s agents-room serve beside it (its CPU counted)'}")
     print(f"{'case':<16} {'cpu ms':>7} {'wall p50':>9} {'wall p99':>9} {'+cpu':>7} {'+wall p50':>10}"
           + (f" {'cpu/against':>11}" if args.against else ""))
     for name, (cpus, walls) in results.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -23,13 +24,25 @@ from agents_room.harnesses import editguard
 from agents_room.store import Store
 
 ENTRY = str(Path(agents_room.__file__).parent / "editguard_entry.py")
+AGENTS_ROOM = str(Path(sys.executable).with_name("agents-room"))
 # Liveness by harness key scans every process on the machine: keys of this worker's own, so a
 # stand-in harness of a test running beside this one on another worker never keeps A "alive".
 KEY_A, KEY_B = str(uuid.uuid4()), str(uuid.uuid4())
 # A stand-in harness: it stays alive (the session's pid) and runs each hook command it is sent
 # through sh, as the CLIs do, answering with its exit code and output.
+# With an agents-room command as its argument, it first starts that command's ``serve`` as its
+# child, as a harness starts its MCP server, and waits until it listens for its edit guard.
 LOOP = """
-import json, subprocess, sys
+import json, os, subprocess, sys, time
+serving = False
+if len(sys.argv) > 1:
+    serve = subprocess.Popen([sys.argv[1], "serve"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    name = "@agents-room-%d-edit-guard-%d" % (os.getuid(), os.getpid())
+    while serve.poll() is None and not serving:
+        with open("/proc/net/unix") as f:
+            serving = any(line.split()[-1] == name for line in f if len(line.split()) > 7)
+        time.sleep(0.05)
+print(json.dumps({"serving": serving}), flush=True)
 for line in sys.stdin:
     ask = json.loads(line)
     done = subprocess.run(["sh", "-c", ask["command"]], input=ask["stdin"], capture_output=True, text=True)
@@ -40,16 +53,29 @@ for line in sys.stdin:
 class Harness:
     """One stand-in harness process running the guard as ``harness`` with ``env``."""
 
-    def __init__(self, harness: str, env: dict[str, str], entry: str = ENTRY, edits: str = "claim") -> None:
+    def __init__(self, harness: str, env: dict[str, str], entry: str = ENTRY, edits: str = "claim",
+                 serve: bool = False) -> None:
         self.harness, self.entry, self.edits = harness, entry, edits
-        self.proc = subprocess.Popen([sys.executable, "-c", LOOP], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     text=True, env=env)
+        self.proc = subprocess.Popen([sys.executable, "-c", LOOP, *([AGENTS_ROOM] if serve else [])],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        self.serving = json.loads(self.proc.stdout.readline())["serving"]
+        assert self.serving == serve, "its agents-room serve never listened"
 
-    def run(self, payload: dict | str, *, read: bool = False) -> tuple[int, dict | None, str]:
+    def run(self, payload: dict | str, *, read: bool = False, python_flags: str = "") -> tuple[int, dict | None, str]:
         flags = "--read" if read else f"--edits {self.edits}"
-        command = f"{sys.executable} -I -S {self.entry} --harness {self.harness} {flags}"
+        command = f"{sys.executable} -I -S {python_flags} {self.entry} --harness {self.harness} {flags}"
         text = payload if isinstance(payload, str) else json.dumps(payload)
         self.proc.stdin.write(json.dumps({"command": command, "stdin": text}) + "\n")
+        self.proc.stdin.flush()
+        done = json.loads(self.proc.stdout.readline())
+        return done["rc"], json.loads(done["out"]) if done["out"].strip() else None, done["err"]
+
+    def run_with_env(self, payload: dict, env: dict[str, str], python_flags: str = "") -> tuple[int, dict | None, str]:
+        """As :meth:`run`, the guard with ``env`` (the harness's own otherwise)."""
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        command = (f"env {exports} {sys.executable} -I -S {python_flags} {self.entry} --harness {self.harness} "
+                   f"--edits {self.edits}")
+        self.proc.stdin.write(json.dumps({"command": command, "stdin": json.dumps(payload)}) + "\n")
         self.proc.stdin.flush()
         done = json.loads(self.proc.stdout.readline())
         return done["rc"], json.loads(done["out"]) if done["out"].strip() else None, done["err"]
@@ -106,12 +132,14 @@ def sessions(env: dict[str, str]) -> dict[str, tuple]:
         return {m.session_id: (m.harness, m.tags, m.pid) for m in store.room_who()}
 
 
-def held_off(repo: Path, env: dict[str, str], started: list[Harness], entry: str = ENTRY) -> list[str]:
-    """The scenarios a guard must hold, each as a failure line (empty: all hold)."""
+def held_off(repo: Path, env: dict[str, str], started: list[Harness], entry: str = ENTRY,
+             serve: bool = False) -> list[str]:
+    """The scenarios a guard must hold, each as a failure line (empty: all hold); ``serve``:
+    each harness with its agents-room serve beside it, which the guard asks."""
     wrong = []
-    a = start(started, "claude-code", env, KEY_A, entry=entry)
-    b = start(started, "claude-code", env, KEY_B, entry=entry)
-    c = start(started, "codex", env, entry=entry)
+    a = start(started, "claude-code", env, KEY_A, entry=entry, serve=serve)
+    b = start(started, "claude-code", env, KEY_B, entry=entry, serve=serve)
+    c = start(started, "codex", env, entry=entry, serve=serve)
     rc, out, _ = a.run(claude_edit(repo, KEY_A))
     if rc != 0 or out is not None:
         wrong.append(f"A's first edit answered {rc} {out}")
@@ -266,3 +294,95 @@ def test_a_read_of_unchanged_bytes_keeps_the_baseline_and_a_changed_file_gets_a_
     (repo / "x.py").write_text("a = 9\n")
     b.run(read, read=True)
     assert baseline()[0] != first[0] and baseline()[1] > first[1]
+
+
+# -- asked through the agent's own server (agents_room/harnesses/editguard_serve.py) -------------
+
+
+def test_the_guard_asks_its_agents_server_which_holds_every_rule(world) -> None:
+    """Each stand-in harness runs its agents-room serve as its child, as the real CLIs do: every
+    scenario holds, and the guard's own process never imports the store (the server judged)."""
+    repo, env, started = world
+    assert held_off(repo, env, started, serve=True) == []
+    a = started[0]
+    rc, out, err = a.run(claude_edit(repo, KEY_A, "y.py"), python_flags="-X importtime")
+    imported = {line.split("|")[-1].strip() for line in err.splitlines() if line.startswith("import time:")}
+    assert rc == 0 and out["hookSpecificOutput"]["permissionDecision"] == "deny" and "reviewer" in \
+        out["hookSpecificOutput"]["permissionDecisionReason"]
+    assert "agents_room.harnesses.editguard" in imported and "agents_room.store" not in imported, sorted(imported)
+
+
+def test_a_server_of_another_store_leaves_the_guard_to_judge_itself(world, tmp_path: Path) -> None:
+    repo, env, started = world
+    other = dict(env, AGENTS_ROOM_DB=str(tmp_path / "other.db"))
+    a = start(started, "claude-code", other, KEY_A, serve=True)  # its server serves other.db ...
+    rc, out, err = a.run_with_env(claude_edit(repo, KEY_A), env, python_flags="-X importtime")  # ... its guard room.db
+    assert (rc, out) == (0, None) and [p for p, _, _ in leases(env)] == [str(repo / "x.py")]
+    assert " agents_room.store\n" in err.replace("|", "\n")  # judged in the guard's own process
+    with Store.open(other["AGENTS_ROOM_DB"]) as store, store.db.read() as tx:
+        assert tx.all("SELECT path FROM leases") == []
+
+
+# Another user's processes: the system's Python (this one may live under root's home folder).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists(SYSTEM_PYTHON),
+                    reason="another user's process is started as nobody, with the system's Python")
+def test_neither_end_trusts_another_users_socket(world) -> None:
+    """The socket is in the abstract namespace, which has no file permissions: a process of
+    another user that takes the name first is never believed, and one that connects to an
+    agent's server gets nothing and changes nothing."""
+    repo, env, started = world
+    a = start(started, "claude-code", env, KEY_A)
+    impostor = subprocess.Popen(
+        [SYSTEM_PYTHON, "-I", "-S", "-c", IMPOSTOR, f"agents-room-{os.getuid()}-edit-guard-{a.proc.pid}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=lambda: os.setuid(65534))
+    try:
+        assert impostor.stdout.readline().strip() == "listening"
+        assert a.run(claude_edit(repo, KEY_A)) == (0, None, "")  # the impostor's "deny" is never read
+        assert [p for p, _, _ in leases(env)] == [str(repo / "x.py")]
+    finally:
+        impostor.kill()
+        impostor.wait()
+        impostor.stdout.close()
+    b = start(started, "claude-code", env, KEY_B, serve=True)
+    request = json.dumps({"harness": "claude-code", "edits": "claim", "read": False, "db": env["AGENTS_ROOM_DB"],
+                          "data": claude_edit(repo, KEY_B, "y.py"), "keys": [KEY_B], "ancestors": [b.proc.pid],
+                          "cwd": str(repo)})
+    asked = subprocess.run([SYSTEM_PYTHON, "-I", "-S", "-c", CLIENT, f"agents-room-{os.getuid()}-edit-guard-{b.proc.pid}",
+                            request], capture_output=True, text=True, preexec_fn=lambda: os.setuid(65534), timeout=60)
+    assert asked.returncode == 0 and asked.stdout == "answer: ''\n", asked
+    assert [p for p, _, _ in leases(env)] == [str(repo / "x.py")]  # y.py never claimed
+
+
+IMPOSTOR = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind("\0" + sys.argv[1]); s.listen(4)  # the abstract name (a NUL cannot be in argv)
+print("listening", flush=True)
+deny = {"answer": {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "deny",
+                                          "permissionDecisionReason": "impostor"}}}
+while True:
+    c, _ = s.accept()
+    c.recv(1 << 20)
+    c.sendall(json.dumps(deny).encode())
+    c.close()
+"""
+CLIENT = r"""
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect("\0" + sys.argv[1])
+got = b""
+try:  # the server may close before the request is all sent: nothing answered either way
+    s.sendall(sys.argv[2].encode())
+    s.shutdown(socket.SHUT_WR)
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+except OSError:
+    pass
+print("answer:", repr(got.decode()))
+"""

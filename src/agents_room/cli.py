@@ -110,11 +110,14 @@ def serve(args: argparse.Namespace) -> int:
     server = build_server(store=store, identity=who, wake_lever=lever, on_the_loop=address is None)
     # A stdio server keeps its harness's quiet marker: the hooks of every tool call then cost
     # a shell's start while there is nothing to tell (agents_room/harnesses/quiet.py).
-    keeper = None
+    keeper = listener = None
     if not address:
-        from .harnesses import quiet
+        from .harnesses import editguard_serve, quiet
+        from .store import Store
 
         keeper = quiet.keeper(store, who, os.environ)
+        # and answers its harness's edit guard, whose edits then cost no store import (editguard_serve.py)
+        listener = editguard_serve.listener(store, os.getppid()) if isinstance(store, Store) else None
     try:
         if address:
             import anyio
@@ -141,6 +144,8 @@ def serve(args: argparse.Namespace) -> int:
     finally:
         if keeper:
             keeper.stop()
+        if listener:
+            listener.stop()
     return 0
 
 

@@ -273,17 +273,24 @@ def _store(*, plain: bool) -> tuple[Any, Any]:
 
 
 def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: bool = False,
-            db: str | None = None) -> dict[str, Any] | None:
-    """The guard's answer to one payload (None: print nothing, the tool runs)."""
+            db: str | None = None, keys: list[str] | None = None, ancestors: list[int] | None = None,
+            cwd: str | None = None, store: Any = None) -> dict[str, Any] | None:
+    """The guard's answer to one payload (None: print nothing, the tool runs). ``keys``,
+    ``ancestors``, ``cwd``: the guard process's (default: this process's); ``store``: an open
+    store to judge with (the agent's server answering its guard: editguard_serve.py)."""
     event = data.get("hook_event_name") if isinstance(data.get("hook_event_name"), str) else (
         "BeforeTool" if harness == "gemini" else "PreToolUse")
-    session = str(data.get("session_id") or os.getppid())
+    ancestors = _ancestors() if ancestors is None else ancestors
+    session = str(data.get("session_id") or (ancestors[0] if ancestors else os.getppid()))
     try:
         files = read_paths(harness, data) if read else written(harness, data)
     except Unusable as exc:
         return None if read else broken(harness, event, str(exc), session)
-    cwd = data.get("cwd") if isinstance(data.get("cwd"), str) and data.get("cwd") else os.getcwd()
-    keys, ancestors = _keys(data), _ancestors()
+    if isinstance(data.get("cwd"), str) and data.get("cwd"):
+        cwd = data["cwd"]
+    elif cwd is None:
+        cwd = os.getcwd()
+    keys = _keys(data) if keys is None else keys
     pid = harness_pid(harness, ancestors)
     join_key = keys[0] if harness == "claude-code" and keys else None  # the key its server joins with
     try:
@@ -291,25 +298,33 @@ def respond(harness: str, data: dict[str, Any], *, edits: str = "claim", read: b
             return None  # (leased files are in a repository: checked when they were claimed)
         if read and read_already(db, cwd, files, keys, [pid] if pid else []):
             return None
-        engines, = store_modules("engines")
-        sqlite = (engines.locate(db, "--db") if db else engines.locate())[0] == engines.SQLITE
-        if not sqlite and sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
-            import site
+        if store is not None:  # the agent's server: the store imported and open already
+            from agents_room.store.rooms import git_toplevel
+        else:
+            engines, = store_modules("engines")
+            sqlite = (engines.locate(db, "--db") if db else engines.locate())[0] == engines.SQLITE
+            if not sqlite and sys.flags.no_site:  # a server's store needs its driver from site-packages (as the news hook)
+                import site
 
-            site.main()
-        Store, git_toplevel = _store(plain=sqlite)
+                site.main()
+            Store, git_toplevel = _store(plain=sqlite)
         absolute = [os.path.join(cwd, os.path.expanduser(f)) for f in files]
         if not all(git_toplevel(os.path.dirname(os.path.abspath(p))) for p in absolute):
             return None  # outside any repository: not judged
 
-        with Store.open(db, busy_timeout_s=BUSY_TIMEOUT_S, verify=False) as store:
+        opened = Store.open(db, busy_timeout_s=BUSY_TIMEOUT_S, verify=False) if store is None else None
+        try:
+            using = opened or store
             if read:
                 for path in files:
-                    store.edit_read(cwd=cwd, path=path, harness=harness, keys=keys, pids=[pid] if pid else [],
+                    using.edit_read(cwd=cwd, path=path, harness=harness, keys=keys, pids=[pid] if pid else [],
                                     harness_pid=pid, join_key=join_key)
                 return None
-            verdict = store.edit_claim(cwd=cwd, files=files, harness=harness, keys=keys, pids=[pid] if pid else [],
+            verdict = using.edit_claim(cwd=cwd, files=files, harness=harness, keys=keys, pids=[pid] if pid else [],
                                        harness_pid=pid, join_key=join_key, claim=edits == "claim")
+        finally:
+            if opened is not None:
+                opened.close()
     except Exception as exc:  # noqa: BLE001 (fail open: never block an edit because the guard broke)
         what = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
         return None if read else broken(harness, event, what, session)
@@ -373,6 +388,17 @@ def main(argv: list[str] | None = None) -> int:
     return run(args)
 
 
+def _asked(args: Any, data: dict[str, Any], db: str | None) -> dict[str, Any] | None:
+    """The answer of the agent's own server (editguard_serve.py), or None: judge here."""
+    from .editguard_serve import ask
+
+    ancestors = _ancestors()
+    request = {"harness": args.harness, "edits": args.edits, "read": bool(args.read), "data": data,
+               "db": db or os.environ.get("AGENTS_ROOM_DB") or None, "keys": _keys(data),
+               "ancestors": ancestors, "cwd": os.getcwd()}
+    return ask(request, ancestors, _dumps, _loads)
+
+
 def run(args: Any) -> int:
     """One hook event: never fails the harness (exit 0, the answer on stdout, if any)."""
     db = getattr(args, "db", None)
@@ -387,7 +413,11 @@ def run(args: Any) -> int:
                                             str(os.getppid()))
     else:
         try:
-            out = respond(args.harness, data, edits=args.edits, read=args.read, db=db)
+            out = _asked(args, data, db)
+            if out is None:  # no server of its agent answered: judged here
+                out = respond(args.harness, data, edits=args.edits, read=args.read, db=db)
+            else:
+                out = out["answer"]
         except Exception as exc:  # noqa: BLE001 (fail open, whatever broke)
             out = None if args.read else broken(args.harness, event, f"{type(exc).__name__}: {exc}"[:300],
                                                 str(data.get("session_id") or os.getppid()))

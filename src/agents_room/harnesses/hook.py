@@ -221,8 +221,8 @@ def _loads(text: str) -> Any:
 
 
 def _dumps(value: Any) -> str:
-    """``json.dumps(value)`` for the hook's answers (objects of strings and such objects),
-    through the C function ``json.dumps`` itself encodes strings with, without importing
+    """``json.dumps(value)`` for the hook's answers and the edit guard's requests (objects,
+    lists, strings, integers, booleans, null), through the C function ``json.dumps`` itself encodes strings with, without importing
     ``json`` (see _loads): the news path imports nothing else that needs ``re``. Anything
     else goes to ``json.dumps``."""
 
@@ -231,6 +231,12 @@ def _dumps(value: Any) -> str:
             return string(item)
         if isinstance(item, dict) and all(isinstance(key, str) for key in item):
             return "{" + ", ".join(f"{string(key)}: {encode(v)}" for key, v in item.items()) + "}"
+        if isinstance(item, (list, tuple)):
+            return "[" + ", ".join(encode(v) for v in item) + "]"
+        if item is None or isinstance(item, bool):
+            return {None: "null", True: "true", False: "false"}[item]
+        if type(item) is int:
+            return str(item)
         raise TypeError(type(item).__name__)
 
     try:
