@@ -141,8 +141,9 @@ def edit(path: str, content: bytes, commands: list[str], harness: str, *, key: s
          timeout_s: float, write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     """One guarded edit: ``harness``'s hook event for writing ``content`` to ``path`` sent to the
     guard's ``commands``, and ``write()`` (the agent's own atomic write) unless it denies. The
-    answer is the op's result, ``ok`` either way: ``{"ok": False, "holder", "mode", "reason"}``
-    for a denial, as a denied claim's; an allowed edit's ``{"ok": True, "path", "hash"}``, with
+    answer is the op's result, ``ok`` either way: ``{"ok": False, "path", "harness", "holder",
+    "mode", "reason"}`` for a denial, as a denied claim's; an allowed edit's ``{"ok": True,
+    "path", "harness", "hash"}``, with
     ``broken`` when the guard said it is not working (it let the edit through unguarded). No
     commands (``--edits off``): written at once."""
     answer = Answer(True)
@@ -155,9 +156,11 @@ def edit(path: str, content: bytes, commands: list[str], harness: str, *, key: s
         event = payload(harness, key=key, session=session, cwd=cwd, path=path, content=content.decode(), before=before)
         answer = ask(commands, event, cwd=cwd, timeout_s=timeout_s)
         if not answer.allowed:
-            return {"ok": False, "path": path, "holder": answer.holder, "mode": answer.mode, "reason": answer.reason[:300]}
+            return {"ok": False, "path": path, "harness": harness, "holder": answer.holder, "mode": answer.mode,
+                    "reason": answer.reason[:300]}
     done = write()
-    return {"ok": True, "path": path, "hash": done["hash"], **({"broken": answer.broken} if answer.broken else {})}
+    return {"ok": True, "path": path, "harness": harness, "hash": done["hash"],
+            **({"broken": answer.broken} if answer.broken else {})}
 
 
 def agent_session() -> str:
