@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 # The scenario that exercises an invariant a run checked 0 times: the wake rules need agents
-# that are their own wake levers (the wake mutants are caught on wake.toml: tests/mutants);
-# a smoke run checks every other one (seen in its report; its wake row is tested to read so).
-EXERCISED_BY = {"wake": "scenarios/wake.toml"}
+# that are their own wake levers (the wake mutants are caught on wake.toml: tests/mutants),
+# the edit guard's, agents that edit through it (forgetful.toml); a smoke run checks every other
+# one (seen in its report; its wake row is tested to read so).
+EXERCISED_BY = {"wake": "scenarios/wake.toml", "edit-guard": "scenarios/forgetful.toml"}
 EXERCISED_BY_DEFAULT = "scenarios/smoke.toml"
 
 
