@@ -204,12 +204,8 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
         return False
     targets = list(dict.fromkeys(paths.canonical(paths.absolute(os.path.expanduser(f), cwd))
                                  for f in files))
-    try:
-        from _sqlite3 import connect
-    except ImportError:
-        from sqlite3 import connect
     uri = "file:" + path.replace("%", "%25").replace("?", "%3f").replace("#", "%23") + "?mode=rw"
-    conn = connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = _sqlite_module().connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
     try:
         session = None
         for key in keys:
@@ -246,6 +242,38 @@ def _look(db: str | None, cwd: str, files: list[str], keys: list[str], pids: lis
         return found[0] == len(targets)
     finally:
         conn.close()
+
+
+def _sqlite_module() -> Any:
+    """SQLite's C module, imported without ``functools``. ``_sqlite3`` takes
+    ``functools.lru_cache`` for its statement cache when it is first imported, and ``functools``
+    (with ``collections``, ``keyword``, ``operator``, ``reprlib``) was a third of the read-only
+    look's imports. The cache is C underneath (``_functools._lru_cache_wrapper``, what
+    ``lru_cache`` wraps), so a stand-in module gives ``_sqlite3`` exactly that for the import,
+    and is forgotten after it: a later ``import functools`` in the process is the real one."""
+    if "_sqlite3" in sys.modules or "functools" in sys.modules:
+        import _sqlite3
+
+        return _sqlite3
+    try:
+        import _functools
+    except ImportError:  # an interpreter without the C accelerator: the real module
+        import _sqlite3
+
+        return _sqlite3
+    stand_in = type(sys)("functools")
+
+    def lru_cache(maxsize: int | None = 128, typed: bool = False) -> Any:
+        return lambda function: _functools._lru_cache_wrapper(function, maxsize, typed, tuple)
+
+    stand_in.lru_cache = lru_cache  # type: ignore[attr-defined]
+    sys.modules["functools"] = stand_in
+    try:
+        import _sqlite3
+    finally:
+        if sys.modules.get("functools") is stand_in:
+            del sys.modules["functools"]
+    return _sqlite3
 
 
 def harness_pid(harness: str, ancestors: list[int]) -> int | None:
