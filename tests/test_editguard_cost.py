@@ -171,7 +171,7 @@ def test_sqlite_opened_without_functools_keeps_its_statement_cache_and_the_real_
     code = (
         "import sys\n"
         f"sys.path.append({SRC!r})\n"
-        "from agents_room.harnesses.editguard import _sqlite_module\n"
+        "from agents_room.harnesses.editlook import _sqlite_module\n"
         "sqlite = _sqlite_module()\n"
         "assert 'functools' not in sys.modules and 'collections' not in sys.modules, sorted(sys.modules)\n"
         "conn = sqlite.connect(':memory:')\n"

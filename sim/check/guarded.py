@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from agents_room.harnesses.editguard import RENEWED_WITHIN_S
+from agents_room.harnesses.editlook import RENEWED_WITHIN_S
 from agents_room.store.editclaim import EDIT_TTL_S
 
 from .model import Problem, stamp

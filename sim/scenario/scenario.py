@@ -164,7 +164,7 @@ class Scenario:
 
     def with_overrides(
         self, *, duration_s: float | None = None, agents: int | None = None, seed: int | None = None,
-        driver: str | None = None, hosts: int | None = None, scale: int | None = None,
+        driver: str | None = None, hosts: int | None = None, scale: int | None = None, edits: str | None = None,
     ) -> Scenario:
         """The scenario as run: command-line overrides checked like the file's own values.
         ``scale``: that many times each repo's agents (after ``agents``), each behaving the same."""
@@ -191,7 +191,8 @@ class Scenario:
                           for r in repos)
         check_hosts(plan, self.faults.hosts, [k for k in self.faults.kinds() if k not in HOST_KINDS], run.duration_s)
         faultplan.check_fit(self.faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
-        return dataclasses.replace(self, run=run, repos=repos, hosts=plan)
+        work = self.workload if edits is None else dataclasses.replace(self.workload, edits=choice("--edits", edits, EDITS))
+        return dataclasses.replace(self, run=run, repos=repos, hosts=plan, workload=work)
 
 
 def _spread(repos: tuple[Repo, ...], total: int) -> tuple[Repo, ...]:

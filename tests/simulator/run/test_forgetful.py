@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[3]
 SCENARIO = ROOT / "scenarios" / "forgetful.toml"
 
 
-def sim_run(scenario: Path, out: Path) -> tuple[int, dict[str, Any]]:
+def sim_run(scenario: Path, out: Path, *more: str) -> tuple[int, dict[str, Any]]:
     done = subprocess.run([sys.executable, "-m", "sim.cli", "run", str(scenario), "--out", str(out), "--no-live",
-                           "--no-plots"], cwd=ROOT, text=True, capture_output=True, timeout=300,
+                           "--no-plots", *more], cwd=ROOT, text=True, capture_output=True, timeout=300,
                           env={k: v for k, v in os.environ.items() if k != "SIM_STORE_FACTORY"})
     assert (out / "report.json").exists(), done.stdout[-2000:] + done.stderr[-2000:]
     return done.returncode, json.loads((out / "report.json").read_text())
@@ -58,15 +58,14 @@ def test_the_edit_guard_keeps_forgetful_agents_apart_and_the_control_overlaps(tm
             writers.setdefault(d["value"]["path"], set()).add(i["session"])
     assert writers and all(len(s) == 1 for s in writers.values()), writers
 
-    control = tmp_path / "forgetful-off.toml"
-    control.write_text(SCENARIO.read_text().replace('edits = "claim"', 'edits = "off"', 1))
-    code, report = sim_run(control, tmp_path / "unguarded")
+    code, report = sim_run(SCENARIO, tmp_path / "unguarded", "--edits", "off")  # the control: no guard installed
     inv = report["invariants"]
     assert code == 1 and report["verdict"] == "invalid"
     assert {n for n, r in inv["invariants"].items() if r["status"] != "ok"} == {"edit-guard"}, inv["invariants"]
     assert inv["counts"]["overlapping_writes"] > 0 and inv["counts"]["guarded_denied"] == 0
     assert inv["rules"]["EG3"]["violations"] == inv["counts"]["overlapping_writes"]
     assert "two sessions writing one file" in inv["rules"]["EG3"]["first"]
+    assert 'edits = "off"' in (tmp_path / "unguarded" / "scenario.toml").read_text()
     assert not (tmp_path / "unguarded" / "editguard" / "claude-code" / ".claude" / "settings.json").read_text().count(
         "editguard_entry")  # installed with --edits off: no guard
 
