@@ -109,7 +109,10 @@ def crosscheck(ops: list[Op], events: list[Any], slack: float) -> CrossCheck:
                 info[key].append(op)
             continue
         granted = op.outcome == "ok" and (kind != "lease_grant" or bool((op.result or {}).get("ok")))
-        if not granted:
+        if op.f == "guarded_edit" and op.outcome == "fail":  # the write failed after the guard's grant, or before
+            if key is not None:
+                maybe[key].append(op)
+        elif not granted:
             if key is not None:
                 definite_none.append((key, op))
         elif op.f == "guarded_edit":

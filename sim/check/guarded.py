@@ -45,7 +45,8 @@ def edits(ops: list[Op]) -> list[Op]:
 
 def check(o: Oracle, ops: list[Op], events: list[Any], owner: dict[int, Op], slack: float) -> tuple[list[Problem], dict[str, int]]:
     """Every guarded edit judged (EG1, EG2) and the overlapping writes (EG3); the counts for the
-    report: guarded edits, allowed, denied, overlapping writes."""
+    report: guarded edits, allowed, denied, allowed by a guard that said it is not working
+    (it fails open: ``guarded_unguarded``), overlapping writes."""
     mine = edits(ops)
     at_edit = {(e.session_id, e.payload.get("token")) for e in events
                if e.kind == "lease_grant" and e.payload.get("at_edit")}
@@ -85,8 +86,9 @@ def check(o: Oracle, ops: list[Op], events: list[Any], owner: dict[int, Op], sla
     o.checked["edit-guard"] += len([op for op in mine if (op.result or {}).get("ok")])
     out += overlaps
     allowed = sum(1 for op in mine if (op.result or {}).get("ok"))
+    broken = sum(1 for op in mine if (op.result or {}).get("broken"))
     return out, {"guarded_edits": len(mine), "guarded_allowed": allowed, "guarded_denied": len(mine) - allowed,
-                 "overlapping_writes": len(overlaps)}
+                 "guarded_unguarded": broken, "overlapping_writes": len(overlaps)}
 
 
 def overlapping(mine: list[Op], events: list[Any]) -> list[Problem]:

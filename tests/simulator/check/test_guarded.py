@@ -54,8 +54,9 @@ def test_the_guard_at_work_is_valid_and_counted() -> None:
     v = r.done()
     assert v.verdict == "valid", v.violations
     assert v.invariants["edit-guard"].checked >= 6
-    assert {k: v.counts[k] for k in ("guarded_edits", "guarded_allowed", "guarded_denied", "overlapping_writes")} == \
-        {"guarded_edits": 6, "guarded_allowed": 4, "guarded_denied": 2, "overlapping_writes": 0}
+    assert {k: v.counts[k] for k in ("guarded_edits", "guarded_allowed", "guarded_denied", "guarded_unguarded",
+                                     "overlapping_writes")} == \
+        {"guarded_edits": 6, "guarded_allowed": 4, "guarded_denied": 2, "guarded_unguarded": 0, "overlapping_writes": 0}
 
 
 def test_writes_without_a_guard_overlap_and_hold_no_lease() -> None:
@@ -105,5 +106,21 @@ def test_each_broken_rule_is_named() -> None:
     r.allowed(0, "A", Y, T0 + 0.6, grant=False, broken="store unreachable")  # EG1 (and EG3: B holds Y)
     v = r.done()
     assert rules(v) == {"EG1": 5, "EG2": 2, "EG3": 1}, v.rules
+    assert v.counts["guarded_unguarded"] == 1
     text = " ".join(x.message for x in v.violations)
     assert "the guard said it is not working: store unreachable" in text and "naming holder B" in text
+
+
+def test_a_write_that_failed_after_the_guard_granted_is_no_orphan_grant() -> None:
+    """The guard granted, then the agent's write failed (``io_error``): the grant is the op's,
+    nothing was written, and a denied edit still may not have a grant."""
+    r = Guarded()
+    r.event(T0 + 0.101, "A", "lease_grant", X, mode="exclusive", token=next(r.tokens), expires_at=T0 + 0.101 + EDIT_TTL_S,
+            previous_mode=None, at_edit=True)
+    r.op(0, "A", "guarded_edit", {"path": X}, T0 + 0.1, outcome="fail", error="io_error")
+    assert r.done().verdict == "valid"
+    r = Guarded()
+    r.event(T0 + 0.101, "A", "lease_grant", X, mode="exclusive", token=next(r.tokens), expires_at=T0 + 0.101 + EDIT_TTL_S,
+            previous_mode=None, at_edit=True)
+    r.denied(0, "A", X, T0 + 0.1, holder="B")
+    assert "history-events" in violated(r.done())
