@@ -41,6 +41,7 @@ def test_the_edit_guard_keeps_forgetful_agents_apart_and_the_control_overlaps(tm
     assert inv["invariants"]["edit-guard"]["status"] == "ok" and inv["invariants"]["edit-guard"]["checked"] > 0
     counts = inv["counts"]
     assert counts["overlapping_writes"] == 0 and counts["guarded_allowed"] > 0 and counts["guarded_denied"] > 0
+    assert "**0 overlapping writes**" in (tmp_path / "guarded" / "report.md").read_text()
     history = read(tmp_path / "guarded" / "history.jsonl.gz")
     done = [(i, d) for i, d in pairs(history) if i["f"] == "guarded_edit" and d["type"] == "ok"]
     assert not any(i["f"] == "lease_claim" for i in history)  # forgetful: nobody claims
@@ -66,6 +67,8 @@ def test_the_edit_guard_keeps_forgetful_agents_apart_and_the_control_overlaps(tm
     assert inv["rules"]["EG3"]["violations"] == inv["counts"]["overlapping_writes"]
     assert "two sessions writing one file" in inv["rules"]["EG3"]["first"]
     assert 'edits = "off"' in (tmp_path / "unguarded" / "scenario.toml").read_text()
+    n = inv["counts"]["overlapping_writes"]
+    assert f"**{n:,} overlapping writes**" in (tmp_path / "unguarded" / "report.md").read_text()
     assert not (tmp_path / "unguarded" / "editguard" / "claude-code" / ".claude" / "settings.json").read_text().count(
         "editguard_entry")  # installed with --edits off: no guard
 
