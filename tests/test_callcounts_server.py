@@ -4,6 +4,8 @@ its clean exit; the hook's news path counts its read in the write it makes anywa
 
 from __future__ import annotations
 
+import uuid
+
 import json
 import sqlite3
 import subprocess
@@ -19,7 +21,7 @@ from agents_room.store import Store
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-KEY = "5c1f3a2e-8d7b-4e6a-9b0c-1d2e3f4a5b6c"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 def counts(db: Path) -> dict[tuple[str, str, str], int]:

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from agents_room.store import Store
 ENTRY = str(Path(agents_room.__file__).parent / "editguard_entry.py")
 SRC = str(Path(agents_room.__file__).parents[1])
 STORE = Path(agents_room.__file__).parent / "store"
-KEY_A = "aaaaaaaa-1111-4111-8111-111111111111"
+KEY_A = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 # Each costs milliseconds at import (dataclasses with inspect, ast, dis, tokenize; uuid with
 # platform; argparse; site), and the guard's store path needs none of them.
 COSTLY = {"dataclasses", "inspect", "ast", "dis", "tokenize", "uuid", "platform", "argparse", "site", "datetime",

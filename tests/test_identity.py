@@ -6,13 +6,14 @@ import os
 import shutil
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from agents_room.harnesses.identity import default_harness_key, detect_harness, for_http, for_stdio, project_dir
 
-KEY = "2B50133E-0D6C-4C4E-9A37-3F0E5D1B7A10"
+KEY = str(uuid.uuid4()).upper()  # per test process: liveness scans every process of the machine
 
 
 @pytest.mark.parametrize(("env", "harness"), [

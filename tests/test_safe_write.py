@@ -128,3 +128,46 @@ def test_guard_install_in_a_committed_hooks_folder_follows_no_planted_link(home:
     assert subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "-qm", "x"],
                           cwd=repo, capture_output=True, timeout=60, env={**os.environ, "HOME": str(home)}
                           ).returncode == 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a folder of another user is made with chown")
+def test_a_folder_of_a_shared_temporary_directory_is_this_user_s_alone(tmp_path: Path, monkeypatch, pg_url: str) -> None:
+    """A marker folder in /tmp is made by whoever comes first: one another user made, a link, a
+    file, or a folder others may write in is refused, naming it; the wake waiter's folder of a
+    PostgreSQL store (kept in the temporary directory) and the edit guard's markers too."""
+    from agents_room.harnesses.editguard import _first_time
+    from agents_room.harnesses.hook_wait import waiters_folder
+    from agents_room.safe_write import own_folder
+    from agents_room.store import Store
+
+    fresh = tmp_path / "fresh"
+    assert own_folder(fresh) == str(fresh) and os.stat(fresh).st_mode & 0o777 == 0o700
+    assert own_folder(fresh) == str(fresh)  # again: it is ours
+    foreign, link, file, open_to_all = (tmp_path / n for n in ("foreign", "link", "file", "open"))
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, 65534, 65534)
+    link.symlink_to(fresh)
+    file.write_text("")
+    open_to_all.mkdir()
+    os.chmod(open_to_all, 0o777)
+    for bad in (foreign, link, file, open_to_all):
+        with pytest.raises(UnsafeWrite, match=str(bad)):
+            own_folder(bad)
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    squatted = tmp_path / f"agents-room-{os.getuid()}"
+    squatted.mkdir(mode=0o755)
+    os.chown(squatted, 65534, 65534)
+    with Store.open(pg_url) as store, pytest.raises(UnsafeWrite, match=str(squatted)):
+        waiters_folder(store)
+
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    guard = tmp_path / f"agents-room-editguard-{os.getuid()}"
+    guard.mkdir(mode=0o755)
+    (guard / "s1").write_text("")  # planted: "s1 was told already"
+    os.chown(guard, 65534, 65534)
+    assert _first_time("s1") and _first_time("s1")  # never silenced by another user's folder
+    os.chown(guard, os.getuid(), os.getgid())
+    (guard / "s1").unlink()
+    assert _first_time("s1") and not _first_time("s1")  # its own folder: once

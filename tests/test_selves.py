@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,8 +25,8 @@ from test_http import free_port, wait_for_port
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-KEY_A = "1a2b3c4d-0000-4e5d-8c3a-2b1f0e9d8c7a"
-KEY_B = "5e6f7a8b-1111-4e5d-8c3a-2b1f0e9d8c7a"
+KEY_A = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
+KEY_B = str(uuid.uuid4())
 TOKEN = "s3cret-token-for-selves"
 
 

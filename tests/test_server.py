@@ -3,6 +3,8 @@ schemas, and that a call waiting for the write lock leaves the event loop free."
 
 from __future__ import annotations
 
+import uuid
+
 import os
 import re
 import sqlite3
@@ -41,7 +43,7 @@ CONTRACT: dict[str, tuple[set[str], set[str]]] = {
     "note_read": ({"session_id", "path"}, set()),
     "drift_check": ({"session_id", "path"}, set()),
 }
-KEY = "2b50133e-0d6c-4c4e-9a37-3f0e5d1b7a10"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 @pytest.fixture

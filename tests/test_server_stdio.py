@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from mcp import Client, StdioServerParameters
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-KEY = "7d0e2a4c-9f1b-4e5d-8c3a-2b1f0e9d8c7a"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 def agent(db: Path, cwd: Path, **env: str) -> StdioServerParameters:

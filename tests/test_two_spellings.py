@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from mcp import Client, StdioServerParameters
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 EXE = str(Path(sys.executable).with_name("agents-room"))
-KEY = "0b7e4f7e-3f0a-4a57-9a39-5d0c8e1f2a3b"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 # Each agent's server runs under a harness of its own (a process between it and the test), as
 # two agents' servers do: the test's own git commit then descends from neither agent.
 HARNESS = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"

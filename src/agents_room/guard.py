@@ -177,10 +177,10 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
 
         with Store.open(path, busy_timeout_s=BUSY_TIMEOUT_S, verify=False, create=False) as store, \
                 store.db.read() as tx:
-            from agents_room.store.paths import identifier, still
+            from agents_room.store.paths import identifier, same
 
             who = committers(tx, keys, pids, store.host, lineage)
-            return who, blockers(tx, paths, {c.session_id for c in who.mine}, identifier(top), still)
+            return who, blockers(tx, paths, {c.session_id for c in who.mine}, identifier(top), same)
     if not os.path.exists(path):
         say(f"no store at {path}, so no leases; commit allowed")
         return None
@@ -202,7 +202,7 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up.
         fresh = conn.execute("PRAGMA user_version").fetchone()[0] >= 5
         identify = named.identifier(top) if fresh else None
-        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.still)
+        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.same)
     finally:
         conn.close()
 

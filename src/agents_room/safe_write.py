@@ -54,6 +54,28 @@ def destination(path: str | os.PathLike[str], within: str | os.PathLike[str], *,
     return real
 
 
+def own_folder(path: str | os.PathLike[str]) -> str:
+    """``path`` as a folder this user alone may write in: made (mode 700) where it is absent,
+    refused (:class:`UnsafeWrite`, one line naming it) where it is a link, no folder, another
+    user's, or writable by others. For a folder of a shared temporary directory, which anyone
+    may make first: a folder another user made would let them plant or remove the markers kept
+    in it (the wake waiters', the edit guard's first word)."""
+    path = os.fspath(path)
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
+    st = os.lstat(path)
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise UnsafeWrite(f"{path} is not a folder (a link or a file was there first): remove it")
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise UnsafeWrite(f"{path} belongs to user {st.st_uid} or others may write in it "
+                          f"(mode {st.st_mode & 0o777:o}): remove it, it is not this user's")
+    return path
+
+
 def _default_mode() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -6,14 +6,15 @@ on its behalf when its model never called room_join."""
 from __future__ import annotations
 
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 
 from agents_room.store import InvalidArgument, ProcessScan, Store
 
-KEY_A = "11111111-1111-4111-8111-111111111111"
-KEY_B = "22222222-2222-4222-8222-222222222222"
+KEY_A = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
+KEY_B = str(uuid.uuid4())
 
 
 def edit(store: Store, repo: Path, files: list[str], key: str, **kw: object):

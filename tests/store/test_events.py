@@ -3,6 +3,7 @@ none, and an operation that fails appends none (nor keeps any of its other chang
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from agents_room.store import Clock, RoomError, Store
 
-KEY = "6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 @dataclass

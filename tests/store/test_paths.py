@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from agents_room.store.commitguard import blockers
 from agents_room.store.errors import InvalidArgument
 from .conftest import rows
 
-KEY = "6f1c3c0e-8a55-4a8e-9d4c-1b2a3c4d5e6f"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 @pytest.fixture
@@ -330,11 +331,39 @@ def test_a_lease_follows_its_file_when_a_folder_above_is_renamed(store: Store, r
     assert (drift.severity, drift.holder) == ("CRITICAL", a)
     staged = [f"{real}/src2/x.py", f"{real}/lib2/y.py", f"{real}/src2/other.py"]
     with store.db.read() as tx:
-        assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, staged, {b}, paths.identities, paths.still)] == [
+        assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, staged, {b}, paths.identities, paths.same)] == [
             (f"{real}/lib2/y.py", f"{real}/lib/", a), (f"{real}/src2/x.py", f"{real}/src/x.py", a)]
         assert blockers(tx, staged, {b}) == []  # by path alone: what the guard saw before
     # its holder still renews and releases them by their old names
     assert store.lease_renew(a, f"{real}/src/x.py").path == f"{real}/src/x.py"
+
+
+def test_an_inode_passed_from_file_to_file_is_never_a_lease_of_both(store: Store, real: Path) -> None:
+    """Two files saved by rename in turn pass one inode back and forth (the kernel hands a freed
+    inode out again at once), while a claim's identities, taken before its transaction, age.
+    Made here by a rename: ``src/p.py``'s identities are taken, then its inode moves to
+    ``src/y.py``, which A claims, and a new ``src/p.py`` is written. B's claim of ``src/p.py``
+    and the guard, judged with the identities of a moment ago, see that A's lease is of
+    another file now; the same file under two names at once stays one."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    p, y = real / "src" / "p.py", real / "src" / "y.py"
+    p.write_text("p = 1\n")
+    aged = tuple(paths.identities(str(p), str(real)))
+    os.rename(p, y)
+    assert store.lease_claim(a, "src/y.py").ok
+    p.write_text("p = 2\n")
+    assert os.stat(p).st_ino != os.stat(y).st_ino
+    with store.db.write() as tx:
+        got = leases.claim(tx, store._session(tx, b, touch=False), str(p), 60.0, "exclusive", idents=aged)
+    assert got.ok, got.reason
+    with store.db.read() as tx:
+        assert blockers(tx, [str(p)], {b}, lambda _: list(aged), paths.same) == []
+    os.link(y, real / "src" / "z.py")
+    held = store.lease_claim(b, "src/z.py")
+    assert not held.ok and held.holder.session_id == a
+    with store.db.read() as tx:
+        assert [x.session_id for x in blockers(tx, [f"{real}/src/z.py"], {b}, paths.identities, paths.same)] == [a]
 
 
 @pytest.mark.sqlite_only

@@ -17,7 +17,7 @@ from agents_room.store import Clock, InvalidArgument, Store, UnknownSession
 
 from .conftest import rows
 
-KEY = "2b50133e-4f0c-4d5e-9a57-0a1b2c3d4e5f"
+KEY = str(uuid.uuid4())  # per test process: liveness scans every process of the machine
 
 
 def _iso(t: float) -> str:

@@ -153,17 +153,18 @@ def broken(harness: str, event: str, what: str, session: str) -> dict[str, Any] 
 
 def _first_time(session: str) -> bool:
     """True the first time ``session`` asks (a marker file per session, never in the store:
-    the store may be what is broken)."""
+    the store may be what is broken; in a folder of this user's alone, safe_write.own_folder)."""
     folder = os.path.join(os.environ.get("XDG_RUNTIME_DIR") or os.environ.get("TMPDIR") or "/tmp",
                           f"agents-room-editguard-{os.getuid()}")
     name = "".join(c if c.isalnum() or c in "-_" else "_" for c in session)[:120] or "unknown"
+    from ..safe_write import UnsafeWrite, own_folder
+
     try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(os.path.join(folder, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(os.path.join(own_folder(folder), name), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return False
-    except OSError:
-        return True
+    except (OSError, UnsafeWrite):
+        return True  # no folder of this user's: said every time rather than never
     os.close(fd)
     return True
 

@@ -35,7 +35,13 @@ def wait(keys: list[str], pids: list[int], path: str, *, lean: bool, timeout: fl
         if session is None or session.autonomy != "wake":
             return 0  # only `wake` may start a turn; below it, mail waits for the next one
         lever = StopHookLever(sys.stderr)
-        marker = _claim_waiter(waiters_folder(store), session.id)
+        from ..safe_write import UnsafeWrite
+
+        try:
+            marker = _claim_waiter(waiters_folder(store), session.id)
+        except UnsafeWrite as exc:
+            print(f"agents-room: no wake waiter: {exc}", file=sys.stderr)
+            return 0
         waiter = store.mail_waiter(poll)
         try:
             waiter.watch(session.id)
@@ -69,8 +75,11 @@ def waiters_folder(store: Store) -> str:
     import hashlib
     import tempfile
 
+    from ..safe_write import own_folder
+
     digest = hashlib.sha256(str(store.location).encode()).hexdigest()[:16]
-    return os.path.join(tempfile.gettempdir(), f"agents-room-{os.getuid()}", f"waiters-{digest}")
+    return os.path.join(own_folder(os.path.join(tempfile.gettempdir(), f"agents-room-{os.getuid()}")),
+                        f"waiters-{digest}")
 
 
 def _claim_waiter(folder: str, session_id: str) -> str:

@@ -116,13 +116,13 @@ def _storable(path: str) -> bool:
 
 
 def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]] | None = None,
-             still: Callable[[str, str], bool] | None = None) -> list[Blocker]:
+             same: Callable[[str, str, str], bool] | None = None) -> list[Blocker]:
     """Every (staged path, lease) where a live exclusive lease of a session not in ``own``
     covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead.
     ``identify``: store/paths.py's identities: a lease of a staged file, or of a folder above
     it, under another name (a hard link, a bind mount, a folder renamed under the lease)
-    blocks it too, when ``still`` (store/paths.py's) finds its path leads to that identity
-    yet; one more ``IN`` list, on the identity index."""
+    blocks it too, when ``same`` (store/paths.py's) finds its path leads to that identity and
+    the staged path to it, now; one more ``IN`` list, on the identity index."""
     wanted: dict[str, list[str]] = {}  # lease path -> the staged paths it would cover
     above: dict[str, list[str]] = {}  # a folder -> the lease paths over what it holds
     for path in paths:
@@ -145,13 +145,13 @@ def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], 
         ):
             if sid not in own:
                 found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in wanted[lease_path]]
-    if identify is not None and still is not None:
-        found += _by_identity(tx, paths, own, identify, still, {(b.path, b.lease_path, b.session_id) for b in found})
+    if identify is not None and same is not None:
+        found += _by_identity(tx, paths, own, identify, same, {(b.path, b.lease_path, b.session_id) for b in found})
     return sorted(found, key=lambda b: (b.path, b.lease_path, b.session_id))
 
 
 def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]],
-                 still: Callable[[str, str], bool], seen: set[tuple[str, str, str]]) -> list[Blocker]:
+                 same: Callable[[str, str, str], bool], seen: set[tuple[str, str, str]]) -> list[Blocker]:
     idents: dict[str, list[str]] = {}  # an identity -> the staged paths it is of (or above)
     for path in paths:
         for ident in identify(path):
@@ -167,7 +167,7 @@ def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[st
             "AND l.mode = 'exclusive' AND l.expires_at > ?",
             (*chunk, tx.now),
         ):
-            if sid not in own and still(lease_path, ident):
+            if sid not in own:
                 found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in idents[ident]
-                          if (p, lease_path, sid) not in seen]
+                          if (p, lease_path, sid) not in seen and same(lease_path, ident, p)]
     return list(dict.fromkeys(found))

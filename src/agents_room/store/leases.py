@@ -51,14 +51,14 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
                  columns: str = _LEASE) -> list[tuple]:
     """Live leases of ``path``'s file, or of a directory above it, under another name: those
     whose recorded identity is one of ``idents`` (store/paths.py's identities of ``path``)
-    and whose path does not cover it already, and still names what it did (store/paths.py's
-    still: an inode freed and reused is no lease's). One ``IN`` list on the identity index."""
+    and whose path does not cover it already, and is of its file now (store/paths.py's
+    same: an inode freed and reused is no lease's). One ``IN`` list on the identity index."""
     if not idents:
         return []
     marks = ", ".join("?" * len(idents))
     near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
     rows = tx.all(f"SELECT {columns}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*idents, tx.now))
-    return [r[:-1] for r in rows if r[0] not in near and paths.still(r[0], r[-1])]
+    return [r[:-1] for r in rows if r[0] not in near and paths.same(r[0], r[-1], path)]
 
 
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:

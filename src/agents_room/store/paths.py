@@ -223,13 +223,36 @@ def identities(path: str, top: str = "", *, own: bool = False) -> list[str]:
         here = here.rsplit(SEP, 1)[0] or SEP
 
 
-def still(path: str, ident: str) -> bool:
-    """Whether the lease of ``path`` whose recorded identity is ``ident`` still names that
-    file: its path resolves to the same device and inode (or the same folder and name) now.
-    A match by identity is checked so before it counts: an inode freed (its file deleted, or
-    replaced by an editor's save-by-rename) and given to a new file is not the leased file,
-    while a folder renamed under a symlink still leads to it."""
-    return identities(path, own=True) == [ident]
+def same(holder: str, ident: str, path: str) -> bool:
+    """Whether the lease of ``holder``, recorded with identity ``ident`` and found among the
+    identities of ``path`` that a caller took a moment ago, is of ``path``'s file (or of a
+    folder above it) *now*: what a match by identity must pass before it counts.
+
+    Both names are looked at together, the holder's pinned first: an ``O_PATH`` descriptor of
+    the file (or deepest existing folder) its path leads to keeps that inode from being freed
+    and given to another file while ``path``'s identities are taken again. Without it, two
+    files saved by rename in turn pass one inode back and forth (the kernel hands a freed inode
+    out again at once), and a lease of one would be taken, for a few milliseconds, for a lease
+    of the other: a claim denied naming a holder that was never in its way."""
+    bare = holder.rstrip(SEP) or SEP
+    folder = SEP if holder.endswith(SEP) and bare != SEP else ""
+    here, tail = bare, ""
+    while True:
+        try:
+            fd = os.open(here, os.O_PATH | os.O_CLOEXEC)
+            break
+        except OSError:
+            if here == SEP:
+                return False
+            head, name = here.rsplit(SEP, 1)
+            tail = name + SEP + tail if tail else name
+            here = head or SEP
+    try:
+        st = os.fstat(fd)
+        now = f"{st.st_dev}:{st.st_ino}" + (SEP + tail + folder if tail else "")
+        return now == ident and ident in identities(path)
+    finally:
+        os.close(fd)
 
 
 def is_file(path: str) -> bool:

@@ -150,7 +150,7 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
     if not holder and idents:
         holder = next((sid for sid, lease_path, ident in tx.all(
             f"SELECT session_id, path, ident FROM leases WHERE ident IN ({_marks(idents)}) AND session_id <> ? "
-            "AND expires_at > ? ORDER BY token", (*idents, session.id, tx.now)) if paths.still(lease_path, ident)), None)
+            "AND expires_at > ? ORDER BY token", (*idents, session.id, tx.now)) if paths.same(lease_path, ident, path)), None)
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))

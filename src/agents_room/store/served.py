@@ -88,9 +88,10 @@ class Served:
 def _same_file(holder: str, path: str) -> bool:
     """Whether the lease of ``holder``, in the way of a claim of ``path`` by identity alone
     (the engine found its recorded identity among ``path``'s, without the file system), still
-    leads to it: its path's identity now is one of ``path``'s (paths.still, as the rules check)."""
+    leads to it: its path's identity now is one of ``path``'s, both looked at together (paths.same,
+    as the rules check)."""
     now = paths.identities(holder, own=True)
-    return bool(now) and now[0] in paths.identities(path)
+    return bool(now) and paths.same(holder, now[0], path)
 
 
 def _absolute(path: Any, cwd: str | None) -> tuple[str | None, str] | None:
