@@ -34,6 +34,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--driver", choices=("direct", "mcp", "harness"), help="direct: the store in-process; mcp: a "
                      "real `agents-room serve` per agent over stdio; harness: a real harness CLI per agent "
                      "([[repos]] harnesses) whose scripted model plays the workload")
+    run.add_argument("--edits", choices=("claim", "check", "off"), help="the edit guard a guarded_edit goes through "
+                     "(overrides [workload] edits; off: none installed, the control)")
     run.add_argument("--no-live", action="store_true", help="no live progress display")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots (seconds per run); report.json "
                      "and report.md are still written")
@@ -73,7 +75,8 @@ def run_command(args: argparse.Namespace, console: Any) -> int:
         return sweep_command(args, console)
     try:
         scenario = load(args.scenario).with_overrides(
-            duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver, scale=args.scale)
+            duration_s=args.duration, agents=args.agents, seed=args.seed, driver=args.driver, scale=args.scale,
+            edits=args.edits)
     except ScenarioError as exc:
         # Plain stderr, never wrapped: the message names a file and a key to fix.
         print(f"sim: invalid scenario: {exc}", file=sys.stderr)

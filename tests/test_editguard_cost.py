@@ -30,6 +30,10 @@ COSTLY = {"dataclasses", "inspect", "ast", "dis", "tokenize", "uuid", "platform"
           "mcp", "pydantic", "anyio", "agents_room.cli", "agents_room.server", "agents_room.store.postgres"}
 
 
+# What importing functools brings (and _sqlite3 asks functools for): none of it on the look.
+FUNCTOOLS = {"functools", "collections", "keyword", "operator", "reprlib"}
+
+
 def store_modules() -> list[str]:
     """Every module of the store but the PostgreSQL engine's (its driver is imported at open)."""
     out = []
@@ -155,6 +159,36 @@ def test_the_paths_that_write_import_the_store_without_what_they_never_use(tmp_p
     # The common case stays a read-only look that imports no store package at all.
     renew, said = imported(env, payload("x.py"), ["--edits", "claim"])
     assert said == "" and "agents_room.store" not in renew and not renew & COSTLY
+    # ... and opens SQLite without functools and what it imports (a third of the look's imports)
+    reread, said = imported(env, payload("y.py", "Read", "PostToolUse"), ["--read"])  # unchanged bytes: a look
+    for modules in (renew, reread):
+        assert "_sqlite3" in modules and "agents_room.store" not in modules and not modules & FUNCTOOLS, modules
+
+
+def test_sqlite_opened_without_functools_keeps_its_statement_cache_and_the_real_functools() -> None:
+    """The guard's read-only look imports ``_sqlite3`` with a stand-in ``functools`` (its
+    statement cache is ``_functools._lru_cache_wrapper`` either way): statements still run,
+    repeated and past the cache's size, and a later ``import functools`` is the real module."""
+    code = (
+        "import sys\n"
+        f"sys.path.append({SRC!r})\n"
+        "from agents_room.harnesses.editlook import _sqlite_module\n"
+        "sqlite = _sqlite_module()\n"
+        "assert 'functools' not in sys.modules and 'collections' not in sys.modules, sorted(sys.modules)\n"
+        "conn = sqlite.connect(':memory:')\n"
+        "conn.execute('CREATE TABLE t (n)')\n"
+        "for i in range(300):\n"
+        "    conn.execute('INSERT INTO t VALUES (?)', (i,))\n"
+        "    conn.execute(f'SELECT {i} + count(*) FROM t').fetchone()\n"
+        "assert conn.execute('SELECT count(*), sum(n) FROM t').fetchone() == (300, 44850)\n"
+        "import functools\n"
+        "assert functools.reduce(lambda a, b: a + b, [1, 2, 3]) == 6 and hasattr(functools, 'wraps')\n"
+        "import sqlite3\n"
+        "assert sqlite3.connect(':memory:').execute('SELECT 1').fetchone() == (1,)\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
 
 
 def test_a_file_is_hashed_as_hashlib_hashes_it_without_loading_hashlib(tmp_path: Path) -> None:

@@ -220,7 +220,7 @@ def command(args: Any, console: Any) -> int:
     try:
         key, values = parse_sweep(args.sweep)
         base = load(args.scenario).with_overrides(duration_s=args.duration, seed=args.seed,
-                                                  driver=args.driver or "mcp")
+                                                  driver=args.driver or "mcp", edits=args.edits)
         if args.agents is not None and key != "agents":
             base = base.with_overrides(agents=args.agents)
     except ScenarioError as exc:

@@ -12,6 +12,7 @@ merged), the store's events and ``PRAGMA integrity_check``; output: the verdict 
   protocol recomputed from commit order and the clients' arguments, its state one record per
   concern (``oracle_state``), each written by its own module (``oracle_rooms``,
   ``oracle_mail``, ``oracle_leases``, ``oracle_wake``), the reads judged by ``oracle_reads``;
+- ``guarded``: the edits agents made through the edit guard (invariant ``edit-guard``);
 - ``checker``: all of it, and the verdict (``check``).
 
 Imports from sim: nothing, so it can judge a run made elsewhere (``agents_room.store`` for

@@ -3,7 +3,8 @@
 load -> every path in its real spelling (``identity``) -> replay the events through the model
 (``replay``) -> cross-check history and events (``crosscheck``) -> delivery arithmetic
 (``delivery``) -> drift truth and stale-holder writes (``drift``) -> the black-box lease windows
-(``blackbox``) -> integrity -> verdict.
+(``blackbox``) -> the oracle (``oracle``, ``oracle_reads``) -> guarded edits (``guarded``) ->
+integrity -> verdict.
 
 The verdict is ``invalid`` as soon as one violation exists, ``unknown`` when something needed
 to decide is missing (a recipient never drained, an ``info`` op that cannot be settled, no
@@ -19,7 +20,7 @@ from typing import Any, Literal
 
 from agents_room.store import Event
 
-from . import blackbox, oracle, oracle_reads, window
+from . import blackbox, guarded, oracle, oracle_reads, window
 from .crosscheck import crosscheck
 from .delivery import Arithmetic, tally
 from .identity import Spellings
@@ -124,8 +125,9 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
     box = blackbox.check_ops(ops)
     orc = oracle.check_events(events, cross.owner, ops, clock_slack_s)
     read_problems = oracle_reads.check_ops(orc, ops, clock_slack_s, window.Commits.of(events, cross.owner, clock_slack_s))
+    edit_problems, edit_counts = guarded.check(orc, ops, events, cross.owner, clock_slack_s)
     problems = [*rep.problems, *history_problems, *cross.problems, *delivery_problems, *drift_problems,
-                *box.overlaps, *orc.problems, *read_problems]
+                *box.overlaps, *orc.problems, *read_problems, *edit_problems]
     if integrity is not None and integrity != "ok":
         problems.append(Problem("integrity", f"PRAGMA integrity_check answered {integrity!r}, not 'ok'",
                                 {"answer": integrity}))
@@ -168,7 +170,7 @@ def check(events: list[Any], history: list[dict[str, Any]], integrity: str | Non
         unknown_because=tuple(unknown.values()),
         counts={"events": rep.events, "ops": len(ops), "history_records": len(history),
                 "lease_windows": box.windows, "exclusive_windows": box.exclusive_windows,
-                "stale_writes": len(stale)},
+                "stale_writes": len(stale), **edit_counts},
         rules=_rules(problems),
     )
 

@@ -23,6 +23,9 @@ KIND_OF = {
     "lease_claim": "lease_grant", "lease_renew": "lease_renew", "lease_release": "lease_release",
     "msg_send": "send", "note_read": "note_read", "room_join": "join", "room_leave": "leave",
     "msg_recv": "read", "msg_ack": "acked", "room_set_autonomy_cap": "cap",
+    # an edit through the edit guard: its grant at the edit, when the guard wrote one (an edit of
+    # a file the session renewed within the last minute is allowed on a read-only look)
+    "guarded_edit": "lease_grant",
 }
 IDENTIFIED = {"lease_grant": "token", "lease_renew": "token", "send": "message_id"}
 # Kinds where an ok op must have its event (an ok ack of an acked message writes nothing).
@@ -89,6 +92,7 @@ def crosscheck(ops: list[Op], events: list[Any], slack: float) -> CrossCheck:
         evs.sort(key=lambda e: e.at)
 
     window_ok: dict[Key, list[Op]] = defaultdict(list)
+    maybe: dict[Key, list[Op]] = defaultdict(list)  # allowed guarded edits: an event in the window, or none
     definite_none: list[tuple[Key, Op]] = []
     info: dict[Key, list[Op]] = defaultdict(list)
     for op in ops:
@@ -105,9 +109,15 @@ def crosscheck(ops: list[Op], events: list[Any], slack: float) -> CrossCheck:
                 info[key].append(op)
             continue
         granted = op.outcome == "ok" and (kind != "lease_grant" or bool((op.result or {}).get("ok")))
-        if not granted:
+        if op.f == "guarded_edit" and op.outcome == "fail":  # the write failed after the guard's grant, or before
+            if key is not None:
+                maybe[key].append(op)
+        elif not granted:
             if key is not None:
                 definite_none.append((key, op))
+        elif op.f == "guarded_edit":
+            if key is not None:
+                maybe[key].append(op)
         elif kind in IDENTIFIED:
             _match_identity(out, op, kind, key, by_id, slack)
         elif key is not None and (kind != "read" or (op.result or {}).get("message_ids")):
@@ -115,6 +125,9 @@ def crosscheck(ops: list[Op], events: list[Any], slack: float) -> CrossCheck:
 
     for key, key_ops in window_ok.items():
         _match_window(out, key, key_ops, by_key.get(key, []), slack)
+    for key, key_ops in maybe.items():
+        _match_window(out, key, key_ops, [e for e in by_key.get(key, []) if e.payload.get("at_edit")], slack,
+                      must=False)
     ats = {key: [e.at for e in evs] for key, evs in by_key.items()}
     for key, op in definite_none:
         _check_none(out, key, op, by_key.get(key, []), ats.get(key, []), info.get(key, []))
@@ -177,10 +190,11 @@ def _match_identity(out: CrossCheck, op: Op, kind: str, key: Key | None, by_id: 
             {"seq": ev.seq, "at": ev.at, "wall": op.end}))
 
 
-def _match_window(out: CrossCheck, key: Key, ops: list[Op], evs: list[Any], slack: float) -> None:
-    """Each op takes an unclaimed event of its key inside its window. A recv prefers the
-    event that moved exactly the messages it returned: an info recv landing late inside
-    this op's window must not take its place."""
+def _match_window(out: CrossCheck, key: Key, ops: list[Op], evs: list[Any], slack: float, *, must: bool = True) -> None:
+    """Each op takes an unclaimed event of its key inside its window (``must``: of the kinds
+    that have one, a problem when there is none). A recv prefers the event that moved exactly
+    the messages it returned: an info recv landing late inside this op's window must not take
+    its place."""
     i = 0
     for op in sorted(ops, key=lambda o: o.start):
         lo, hi = op.start - slack, (op.end or op.start) + slack
@@ -197,7 +211,7 @@ def _match_window(out: CrossCheck, key: Key, ops: list[Op], evs: list[Any], slac
             j += 1
         if pick is not None:
             out.owner[evs[pick].seq] = op
-        elif key[0] in MUST:
+        elif must and key[0] in MUST:
             out.problems.append(Problem("history-events", f"{op.describe()} has no {key[0]} event in its window",
                                         {"wall": op.end, "session": op.session, "path": op.path}))
 

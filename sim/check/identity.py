@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from typing import Any
 
 # The history records whose ``value`` carries a path argument (invoke, fail, info) or answer (ok).
-PATH_OPS = frozenset({"lease_claim", "lease_renew", "lease_release", "lease_check", "note_read", "drift_check", "edit"})
+PATH_OPS = frozenset({"lease_claim", "lease_renew", "lease_release", "lease_check", "note_read", "drift_check", "edit",
+                      "guarded_edit"})
 
 
 class Spellings:

@@ -85,6 +85,13 @@ RULES: dict[str, dict[str, str]] = {
                "tool call after it",
         "WK5": "a look accepts the offers its session acted on since their signal (an ok tool call that wrote)",
     },
+    "edit-guard": {
+        "EG1": "an edit the guard allowed was made under an exclusive lease of the file its session took at an edit "
+               "(the grant says at_edit; one the edit caused is exclusive, at_edit, for the guard's TTL)",
+        "EG2": "an edit the guard denied names a holder whose live lease (any mode) was in its way",
+        "EG3": "no two sessions' writes of one file overlap: an allowed edit holds the file for the least its lease "
+               "lives, or until its session leaves; another session's allowed edit of it inside that span overlaps",
+    },
     "read-answers": {
         "RD1": "room_who lists the live sessions sharing a room with the caller, itself included (with room: that "
                "room's members)",

@@ -1,15 +1,16 @@
 """The checker's results in report.md's words: each invariant (one checked 0 times reads `not
 exercised`, naming the scenario that exercises it), the delivery arithmetic, the `info`
-operations, the stale-holder writes; and the faults injected, per kind, with what each showed."""
+operations, the guarded edits and their overlapping writes, the stale-holder writes; and the faults injected, per kind, with what each showed."""
 
 from __future__ import annotations
 
 from typing import Any
 
 # The scenario that exercises an invariant a run checked 0 times: the wake rules need agents
-# that are their own wake levers (the wake mutants are caught on wake.toml: tests/mutants);
-# a smoke run checks every other one (seen in its report; its wake row is tested to read so).
-EXERCISED_BY = {"wake": "scenarios/wake.toml"}
+# that are their own wake levers (the wake mutants are caught on wake.toml: tests/mutants),
+# the edit guard's, agents that edit through it (forgetful.toml); a smoke run checks every other
+# one (seen in its report; its wake row is tested to read so).
+EXERCISED_BY = {"wake": "scenarios/wake.toml", "edit-guard": "scenarios/forgetful.toml"}
 EXERCISED_BY_DEFAULT = "scenarios/smoke.toml"
 
 
@@ -40,6 +41,13 @@ def invariant_lines(inv: dict[str, Any]) -> list[str]:
     if info:
         lines.append("Operations that ended `info`, settled from the events: " + "; ".join(
             f"{f} " + ", ".join(f"{k} {v}" for k, v in c.items()) for f, c in sorted(info.items())) + ".")
+    counts = inv.get("counts") or {}
+    if counts.get("guarded_edits"):
+        lines.append(f"Guarded edits (through the edit guard, by agents that never claim): {counts['guarded_edits']:,}; "
+                     f"{counts['guarded_allowed']:,} allowed, {counts['guarded_denied']:,} denied, "
+                     f"{counts.get('guarded_unguarded', 0):,} let through by a guard that said it was not working; "
+                     f"**{counts['overlapping_writes']:,} overlapping writes** (two sessions writing one file while "
+                     "both believed they could).")
     stale = inv.get("stale_writes") or []
     lines.append(f"Stale-holder writes (an edit carrying a token older than the latest grant; what fencing tokens are "
                  f"for, not a violation): {len(stale)}.")

@@ -7,6 +7,8 @@ per-process histories, the store (read back for its events), ``samples.jsonl``.
   it satisfies ``faults.control.RunControl``, which is all the nemesis sees of it;
 - ``agent``: one agent process, ``python -m sim.run.agent <config.json>`` (``agentproc``: starting
   its driver, its CPU);
+- ``editguard``: a ``guarded_edit``, an edit through the edit guard each harness's install
+  wrote, asked with that harness's own hook event;
 - ``workload``: what an agent does next (pure, seeded); ``drivers``: how it reaches the
   store (``direct``, ``$SIM_STORE_FACTORY``, or ``mcp`` through ``agents-room serve``);
   ``harnessdriver``: ``harness``, a real CLI whose scripted model the workload plays (``harnesshome``:

@@ -28,7 +28,7 @@ from ..check.history import Writer, process_id
 from ..faults.clock import SharedClock
 from ..faults.saboteur import Control, Saboteur
 from ..scenario import scenario as scenario_mod
-from . import workload
+from . import editguard, workload
 from .agentconfig import Config
 from .agentproc import children_cpu_s, self_cpu_s, start_driver
 from .drivers import SIM_LEVER, Driver, OpError, open_driver
@@ -52,6 +52,9 @@ class Agent:
         self.session: str | None = None
         self.sent = 0
         self.edits = 0
+        # guarded edits: the hook events of one harness, in turn by agent (sim/run/editguard.py)
+        self.form = editguard.FORMS[cfg.agent_no % len(editguard.FORMS)]
+        self.form_session = editguard.agent_session()
         self.last_error = ""
         # the think time drawn before the next call, put in its invoke record (``think_ms``): a reader
         # tells the think the scenario asked for from the gap the machine made of it
@@ -105,7 +108,8 @@ class Agent:
             poise()
         self.writer.write("invoke", f, shown, extra=extra)
         try:
-            result = self.driver.call(f, args) if f != "edit" else self._edit(args)
+            result = self._edit(args) if f == "edit" else self._guarded_edit(args) if f == "guarded_edit" else \
+                self.driver.call(f, args)
         except OpError as exc:
             self.writer.write(exc.outcome, f, shown, exc.code, extra=extra)
             self.last_error = exc.code
@@ -152,12 +156,13 @@ class Agent:
         self.writer.session = self.session
         return True
 
-    def _edit(self, args: dict[str, Any]) -> dict[str, Any]:
-        """Write ``<session> <token> <n>`` to the file, atomically (readers hashing it never see
-        half a write): the ground truth drift checks are judged against."""
-        self.edits += 1
+    def _edit(self, args: dict[str, Any], content: bytes | None = None) -> dict[str, Any]:
+        """Write ``<session> <token> <n>`` (or ``content``) to the file, atomically (readers
+        hashing it never see half a write): the ground truth drift checks are judged against."""
+        if content is None:
+            self.edits += 1
+            content = f"{self.session} {args['token']} {self.edits}\n".encode()
         path = args["path"]
-        content = f"{self.session} {args['token']} {self.edits}\n".encode()
         tmp = f"{path}.{self.cfg.agent}.tmp"
         try:
             with open(tmp, "wb") as fh:
@@ -165,7 +170,16 @@ class Agent:
             os.replace(tmp, path)
         except OSError as exc:
             raise OpError("io_error", f"{path}: {exc.strerror}", "fail") from None
-        return {"path": path, "token": args["token"], "hash": hashlib.sha256(content).hexdigest()}
+        return {"path": path, "token": args.get("token"), "hash": hashlib.sha256(content).hexdigest()}
+
+    def _guarded_edit(self, args: dict[str, Any]) -> dict[str, Any]:
+        """An edit by a model that never claims, through its harness's edit guard (sim/run/editguard.py)."""
+        self.edits += 1
+        content = f"{self.session} {self.form} {self.edits}\n".encode()
+        return editguard.edit(args["path"], content, (self.cfg.edit_guard or {}).get(self.form, []), self.form,
+                              key=self.cfg.harness_key, session=self.form_session, cwd=self.cfg.cwd,
+                              timeout_s=self.scn.run.op_timeout_s,
+                              write=lambda: self._edit({"path": args["path"]}, content))
 
     def perform(self, op: Op, extra: dict[str, Any] | None = None) -> None:
         args = dict(op.args)
@@ -224,7 +238,7 @@ class Agent:
             if got is not None:
                 self.session = self.writer.session = got["session_id"]
             return
-        if op.f != "edit":
+        if op.f not in ("edit", "guarded_edit"):
             args["session_id"] = self.session
         got = self.record(op.f, args, extra)
         self._learn(op.f, args, got)

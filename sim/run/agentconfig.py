@@ -33,6 +33,9 @@ class Config:
     autonomy: str | None = None  # the level it joins at (its repo's); None: drawn with rejoin, else the default
     wake_lever: bool = False  # it joins with the simulator's wake lever (drivers.SIM_LEVER)
     harness: str | None = None  # the harness driver: the CLI that makes its calls (claude-code, codex, gemini)
+    # guarded edits: per harness, the edit guard's commands its install wrote (sim/run/editguard.py;
+    # empty lists with ``[workload] edits = "off"``); None: the mix has no guarded_edit
+    edit_guard: dict[str, list[str]] | None = None
 
     @classmethod
     def load(cls, path: str) -> Config:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
+from . import editguard
 from .drivers import serve_command
 from .layout import Layout, file_names, inner_file, prepare, store_location
 from .progress import Progress
@@ -273,6 +274,10 @@ class Runner:
         scn, run = self.scn, self.scn.run
         t0 = time.monotonic()
         prepare(scn, self.layout)
+        if scn.workload.weights().get("guarded_edit", 0) > 0:  # the edit guard each harness's install wrote
+            self.agent_config["edit_guard"] = editguard.install(
+                self.layout.out / "editguard", str(self.layout.db), scn.workload.edits,
+                str(Path(sys.executable).parent / "agents-room"))
         self.timings = {"setup_s": time.monotonic() - t0}
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)

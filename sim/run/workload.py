@@ -22,7 +22,7 @@ from ..scenario.think import draw_ms
 # longest latency is the "longest wait for the write lock" of the fairness table.
 WRITE_OPS = frozenset({
     "room_join", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
-    "lease_claim", "lease_renew", "lease_release", "note_read",
+    "lease_claim", "lease_renew", "lease_release", "note_read", "guarded_edit",
 })
 
 
@@ -295,6 +295,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
             return _claim(w, files, known, rng, mode="exclusive")
         path, lease = rng.choice(writable)
         return Op("edit", {"path": path, "under": lease})
+    if choice == "guarded_edit":  # no lease first: the harness's edit guard is asked (sim/run/editguard.py)
+        return Op("guarded_edit", {"path": pick_path(w, files, rng)})
     if choice.startswith("send_"):
         return _send(choice.removeprefix("send_"), w, files, known, rng)
     if choice == "msg_recv":

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from . import faultplan
+from .drivers import EDITS, WAKE_KEYS, check_harness, check_wake
 from .faultplan import Faults
 from .hosts import HOST_KINDS, Hosts, check_hosts, hosts_to_dict, read_hosts
 from .fitted import Fitted, read_fitted
@@ -23,7 +24,7 @@ from .tables import ScenarioError, Table, choice, integer, number
 from .think import Think, read_think
 from .totoml import to_toml
 
-__all__ = ["OPERATIONS", "Scenario", "ScenarioError", "Think", "load", "parse", "to_toml"]
+__all__ = ["OPERATIONS", "WAKE_KEYS", "Scenario", "ScenarioError", "Think", "load", "parse", "to_toml"]
 
 Driver = Literal["direct", "mcp", "harness"]
 DRIVERS = ("direct", "mcp", "harness")
@@ -33,16 +34,13 @@ Mode = Literal["closed", "open"]
 
 # The operation mix: the weight names a scenario may use, in report order.
 MIX_KEYS = (
-    "lease_claim", "lease_renew", "lease_release", "edit", "refactor",
+    "lease_claim", "lease_renew", "lease_release", "edit", "guarded_edit", "refactor",
     "send_broadcast", "send_session", "send_tag", "send_file",
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
     "renew_stale", "release_stale", "unread_paused", "stale_session", "ack_seen", "mode_change",
     "wake", "wake_idle", "wake_turn",
 )
-# The wake lever's entries: the direct driver runs agents_room.wake.deliver with a lever of the
-# simulator's own (the MCP tools have no such call: a server's watcher does it).
-WAKE_KEYS = ("wake", "wake_idle", "wake_turn")
 # The most spellings of one repository's path a scenario may ask for (each a symlink of the run).
 MAX_SPELLINGS = 4
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,39}")
@@ -98,6 +96,7 @@ class Workload:
     recv_limit: int = 20
     message_ttl_s: tuple[int, ...] = ()  # a send draws one; 0 sends without ttl_s
     wake_retry_s: float = 0.25  # the retry window a wake op passes (the shipped watcher's is 60 s)
+    edits: Literal["claim", "check", "off"] = "claim"  # the edit guard guarded_edit asks: install's --edits
     think: Think = Think()
     mix: tuple[tuple[str, float], ...] = ()
 
@@ -165,7 +164,7 @@ class Scenario:
 
     def with_overrides(
         self, *, duration_s: float | None = None, agents: int | None = None, seed: int | None = None,
-        driver: str | None = None, hosts: int | None = None, scale: int | None = None,
+        driver: str | None = None, hosts: int | None = None, scale: int | None = None, edits: str | None = None,
     ) -> Scenario:
         """The scenario as run: command-line overrides checked like the file's own values.
         ``scale``: that many times each repo's agents (after ``agents``), each behaving the same."""
@@ -176,8 +175,8 @@ class Scenario:
             run = dataclasses.replace(run, seed=int(seed))
         if driver is not None:
             run = dataclasses.replace(run, driver=choice("--driver", driver, DRIVERS))
-            _check_wake(self.repos, self.workload, run)
-            _check_harness(self.repos, run, self.faults, self.hosts)
+            check_wake(self.repos, self.workload, run)
+            check_harness(self.repos, run, self.faults, self.hosts, self.workload)
         plan = self.hosts
         if hosts is not None:
             if plan is None:
@@ -192,7 +191,8 @@ class Scenario:
                           for r in repos)
         check_hosts(plan, self.faults.hosts, [k for k in self.faults.kinds() if k not in HOST_KINDS], run.duration_s)
         faultplan.check_fit(self.faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
-        return dataclasses.replace(self, run=run, repos=repos, hosts=plan)
+        work = self.workload if edits is None else dataclasses.replace(self.workload, edits=choice("--edits", edits, EDITS))
+        return dataclasses.replace(self, run=run, repos=repos, hosts=plan, workload=work)
 
 
 def _spread(repos: tuple[Repo, ...], total: int) -> tuple[Repo, ...]:
@@ -282,6 +282,7 @@ def _read_workload(t: Table) -> Workload:
         body_bytes=t.integer("body_bytes", Workload.body_bytes, 0, 65_536),
         recv_limit=t.integer("recv_limit", Workload.recv_limit, 1, 1000),
         wake_retry_s=t.number("wake_retry_s", Workload.wake_retry_s, 0.01, 3600),
+        edits=t.choice("edits", Workload.edits, EDITS),
         think=think,
         mix=mix,
     )
@@ -337,13 +338,13 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     workload = _read_workload(top.sub("workload"))
     open_loop = _read_open_loop(top.sub("open_loop"))
     expect = _read_expect(top.sub("expect"))
-    _check_wake(repos, workload, run)
+    check_wake(repos, workload, run)
     faults = faultplan.read(top.sub("faults"))
     faultplan.check_fit(faults, duration_s=run.duration_s, driver=run.driver, busy_timeout_s=run.busy_timeout_s)
     fitted = read_fitted(top.sub("fitted")) if "fitted" in top.data else None
     host_plan = read_hosts(top.sub("hosts"))
     check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
-    _check_harness(repos, run, faults, host_plan)
+    check_harness(repos, run, faults, host_plan, workload)
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":
@@ -353,32 +354,6 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     if host_plan is not None and host_plan.agents_per_host:  # the file's own count of agents per host
         scenario = dataclasses.replace(scenario, repos=_spread(repos, host_plan.count * host_plan.agents_per_host))
     return scenario
-
-
-def _check_wake(repos: tuple[Repo, ...], w: Workload, run: Run) -> None:
-    """Wake levers are the direct driver's: a stdio server records its lever from its
-    environment, and its watcher, not a tool, signals."""
-    if run.driver == "direct":
-        return
-    if levers := [r.name for r in repos if r.wake_lever]:
-        raise ScenarioError(f"[repos] wake_lever: the {run.driver} driver cannot give an agent the simulator's lever "
-                            f"(repos {levers}); use driver = \"direct\"")
-    if wake := [k for k, v in w.mix if k in WAKE_KEYS and v > 0]:
-        raise ScenarioError(f"[workload.mix] {wake[0]}: wake ops need driver = \"direct\", not {run.driver!r}")
-
-
-def _check_harness(repos: tuple[Repo, ...], run: Run, faults: Any, hosts: Any) -> None:
-    """``harnesses`` are the harness driver's; that driver runs real CLIs on this machine, with
-    no fault of the nemesis's and no simulated hosts."""
-    if run.driver != "harness":
-        if named := [r.name for r in repos if r.harnesses]:
-            raise ScenarioError(f"[repos] harnesses: only the harness driver runs CLIs (repos {named}); "
-                                f"use driver = \"harness\", not {run.driver!r}")
-        return
-    if faults.kinds():
-        raise ScenarioError(f"[faults] {faults.kinds()[0]}: the harness driver runs no faults")
-    if hosts is not None:
-        raise ScenarioError("[hosts]: the harness driver runs its CLIs on this machine, not on simulated hosts")
 
 
 def load(path: str | Path) -> Scenario:
@@ -396,5 +371,5 @@ def load(path: str | Path) -> Scenario:
 # Operations as they appear in the history (tool names, plus the real file write).
 OPERATIONS = (
     "room_join", "room_who", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
-    "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit", "wake",
+    "lease_claim", "lease_renew", "lease_release", "note_read", "drift_check", "edit", "guarded_edit", "wake",
 )

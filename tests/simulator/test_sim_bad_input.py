@@ -54,6 +54,8 @@ RUN: list[Case] = [
     ("run --scale", ["run", SMOKE, "--scale", "2", "--sweep", "agents=2,3"], False, "single runs"),
     ("run --driver", ["run", SMOKE, "--driver", "http"], False, "invalid choice"),
     ("run --driver", ["run", SMOKE, "--driver"], False, "expected one argument"),
+    ("run --edits", ["run", SMOKE, "--edits", "never"], False, "invalid choice"),
+    ("run --edits", ["run", SMOKE, "--edits"], False, "expected one argument"),
     ("run --no-live", ["run", SMOKE, "--no-live=yes"], False, "ignored explicit argument"),
     ("run --no-plots", ["run", SMOKE, "--no-plots=yes"], False, "ignored explicit argument"),
     ("run --no-plots", ["run", SMOKE, "--no-plots", "--sweep", "agents=2,3"], False, "single runs"),
