@@ -117,7 +117,7 @@ def serve(args: argparse.Namespace) -> int:
 
         keeper = quiet.keeper(store, who, os.environ)
         # and answers its harness's edit guard, whose edits then cost no store import (editguard_serve.py)
-        listener = editguard_serve.listener(store, os.getppid()) if isinstance(store, Store) else None
+        listener = editguard_serve.listener(store, os.getppid(), editguard.judged) if isinstance(store, Store) else None
     try:
         if address:
             import anyio

@@ -311,6 +311,19 @@ def main(argv: list[str] | None = None) -> int:
     return run(args)
 
 
+def judged(request: Any, store: Any) -> dict[str, Any] | None:
+    """The agent's server's answer (``{"answer": ...}``) to its guard's ``request`` (see
+    :func:`_asked`), judged with ``store``; None for a request it cannot read."""
+    harness, data, keys = request.get("harness"), request.get("data"), request.get("keys")
+    ancestors, cwd = request.get("ancestors"), request.get("cwd")
+    if harness not in HARNESSES or request.get("edits") not in EDITS[:2] or not isinstance(data, dict) or \
+            not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or \
+            not isinstance(ancestors, list) or not all(type(p) is int for p in ancestors) or not isinstance(cwd, str):
+        return None
+    return {"answer": respond(harness, data, edits=request["edits"], read=request.get("read") is True,
+                              db=store.location.target, keys=keys, ancestors=ancestors, cwd=cwd, store=store)}
+
+
 def _asked(args: Any, data: dict[str, Any], db: str | None) -> dict[str, Any] | None:
     """The answer of the agent's own server (editguard_serve.py), or None: judge here."""
     from .editguard_serve import ask

@@ -8,7 +8,7 @@ leave behind or to plant, and gone with the process); the guard (agents_room/har
 same harness, tries the names of its ancestors, sends the hook's payload with what only it
 knows (its harness keys from its environment, its ancestors, its cwd, its ``$AGENTS_ROOM_DB``),
 and prints the server's answer. The server judges it with the guard's own rule
-(``editguard.respond``) against its open store; only for the store it serves itself.
+(``editguard.judged``) against its open store; only for the store it serves itself.
 
 Both ends check the other's user (``SO_PEERCRED``): a socket in the abstract namespace has no
 file permissions, so a process of another user could connect, or take the name first. Where
@@ -24,6 +24,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from ..store import Store
@@ -93,11 +94,11 @@ def ask(request: dict[str, Any], ancestors: list[int], dumps: Any, loads: Any) -
 class Listener:
     """The thread of a stdio server that answers its harness's edit guard."""
 
-    def __init__(self, store: Store, harness_pid: int) -> None:
+    def __init__(self, store: Store, harness_pid: int, judge: Callable[[Any, Store], dict[str, Any] | None]) -> None:
         import socket
         import threading
 
-        self.store = store
+        self.store, self.judge = store, judge
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(address(harness_pid))  # OSError: another server of this harness has it
         self.sock.listen(16)
@@ -155,19 +156,9 @@ class Listener:
     def answer(self, request: Any) -> dict[str, Any] | None:
         """``{"answer": ...}`` for a request of the guard, or None (not ours to judge: the
         guard judges in its own process)."""
-        from .editguard import EDITS, HARNESSES, respond
-
         if not isinstance(request, dict) or not self._same_store(request.get("db")):
             return None
-        harness, data = request.get("harness"), request.get("data")
-        keys, ancestors, cwd = request.get("keys"), request.get("ancestors"), request.get("cwd")
-        if harness not in HARNESSES or request.get("edits") not in EDITS[:2] or not isinstance(data, dict) or \
-                not _strings(keys) or not isinstance(ancestors, list) or \
-                not all(isinstance(p, int) for p in ancestors) or not isinstance(cwd, str):
-            return None
-        return {"answer": respond(harness, data, edits=request["edits"], read=request.get("read") is True,
-                                  db=self.store.location.target, keys=keys, ancestors=ancestors, cwd=cwd,
-                                  store=self.store)}
+        return self.judge(request, self.store)
 
     def _same_store(self, db: Any) -> bool:
         """Whether the guard's store (its ``--db``, else its ``$AGENTS_ROOM_DB``, else the
@@ -183,16 +174,14 @@ class Listener:
         return theirs[1] == self.store.location.target
 
 
-def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def listener(store: Store, harness_pid: int | None) -> Listener | None:
-    """The running listener of a stdio server spawned by ``harness_pid``, or None where it
-    cannot listen (the name taken by another server of the same harness: the first answers)."""
+def listener(store: Store, harness_pid: int | None,
+             judge: Callable[[Any, Store], dict[str, Any] | None]) -> Listener | None:
+    """The running listener of a stdio server spawned by ``harness_pid``, answering with
+    ``judge`` (editguard.judged), or None where it cannot listen (the name taken by another
+    server of the same harness: the first answers)."""
     if harness_pid is None or harness_pid <= 1 or not sys.platform.startswith("linux"):
         return None
     try:
-        return Listener(store, harness_pid).start()
+        return Listener(store, harness_pid, judge).start()
     except OSError:
         return None
