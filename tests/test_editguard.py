@@ -47,6 +47,9 @@ for line in sys.stdin:
     ask = json.loads(line)
     done = subprocess.run(["sh", "-c", ask["command"]], input=ask["stdin"], capture_output=True, text=True)
     print(json.dumps({"rc": done.returncode, "out": done.stdout, "err": done.stderr}), flush=True)
+if serving:  # its server ends with it, as a harness's does
+    serve.stdin.close()
+    serve.wait()
 """
 
 
@@ -81,10 +84,13 @@ class Harness:
         return done["rc"], json.loads(done["out"]) if done["out"].strip() else None, done["err"]
 
     def end(self) -> None:
-        if self.proc.poll() is None:
+        """The harness exits, and its server with it."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        self.proc.stdin.close()
         self.proc.stdout.close()
 
 
@@ -160,10 +166,11 @@ def held_off(repo: Path, env: dict[str, str], started: list[Harness], entry: str
     return wrong
 
 
-def test_an_edit_claims_another_sessions_edit_is_denied_naming_the_holder_and_freed_when_it_ends(world) -> None:
+@pytest.mark.parametrize("serve", [False, True], ids=["in-the-guard", "asked-its-server"])
+def test_an_edit_claims_another_sessions_edit_is_denied_naming_the_holder_and_freed_when_it_ends(world, serve) -> None:
     repo, env, started = world
-    a = start(started, "claude-code", env, KEY_A)
-    b = start(started, "gemini", env)
+    a = start(started, "claude-code", env, KEY_A, serve=serve)
+    b = start(started, "gemini", env, serve=serve)
     rc, out, err = a.run(claude_edit(repo, KEY_A))
     assert (rc, out, err) == (0, None, "")
     [(path, holder, mode)] = leases(env)

@@ -206,3 +206,13 @@ def test_another_hosts_session_is_never_judged_by_this_hosts_processes(tmp_path:
     assert judge("s", 41, key, None, 1000.0 - 500, None) == "unknown"  # host not recorded
     assert judge("s", 41, key, "there", 1000.0 - 500, 1000.0 - 400) == "gone"  # its host proved it
     assert judge("s", None, key, "here", 1000.0, None) == "unknown"  # no pid recorded
+
+
+def test_a_fresh_judge_reuses_no_proof_a_long_lived_process_made_earlier(child: subprocess.Popen, key: str) -> None:
+    """A server judges many edits over its life: once a harness exits, the next edit's judge
+    (fresh, store/editclaim.py) says gone at once, where a shown liveness may lag by the
+    cache's second."""
+    pid = child.pid
+    assert Judge("here", 100.0)("s", pid, key, "here", 50.0, None) == "alive"  # the proof, now cached
+    _stop(child)  # (a judge that is not fresh may answer from that proof for SCAN_CACHE_S)
+    assert Judge("here", 100.0, fresh=True)("s", pid, key, "here", 50.0, None) == "gone"

@@ -204,7 +204,7 @@ def edit_claim(store: Any, *, cwd: str, files: list[str], harness: str, keys: Se
         if verdict.ok or verdict.holder is None or attempt:
             return verdict
         h = verdict.holder
-        if Judge(store.host, tx.now, scan)(h.lease.session_id, h.pid, h.harness_key, h.host, h.last_seen,
+        if Judge(store.host, tx.now, scan, fresh=True)(h.lease.session_id, h.pid, h.harness_key, h.host, h.last_seen,
                                             h.gone_at) != "gone":
             return verdict
         with store.db.write() as tx:  # its agent is gone: left as prune leaves it

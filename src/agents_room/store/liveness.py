@@ -154,11 +154,13 @@ class Judge:
     ``alive`` (a few reads); otherwise a scan of every process begun after the session's last
     call, unless this host already proved it gone since (``gone_at``), which stands until
     the session's next call. ``scan`` given: every local verdict comes from it (``prune``
-    passes a fresh one). ``proved_gone`` collects the sessions a scan found gone whose
+    passes a fresh one). ``fresh``: no proof or scan this process made earlier is reused (a
+    long-lived process deciding an edit: a harness that exited a moment ago is gone now). ``proved_gone`` collects the sessions a scan found gone whose
     verdict the store does not hold yet, for the caller to record."""
 
-    def __init__(self, here: str, now: float, scan: ProcessScan | None = None, proc: str = "/proc") -> None:
-        self.here, self.now, self.scan, self.proc = here, now, scan, proc
+    def __init__(self, here: str, now: float, scan: ProcessScan | None = None, proc: str = "/proc",
+                 *, fresh: bool = False) -> None:
+        self.here, self.now, self.scan, self.proc, self.fresh = here, now, scan, proc, fresh
         self.proved_gone: list[tuple[str, float]] = []
 
     def __call__(self, session_id: str, pid: int | None, harness_key: str | None, host: str | None,
@@ -180,14 +182,15 @@ class Judge:
         elif gone_at is not None and gone_at >= last_seen:
             return "gone"
         else:
-            found = liveness(pid, harness_key, recent_scan(self.proc, fresh_after=last_seen))
+            found = liveness(pid, harness_key, recent_scan(self.proc, 0.0 if self.fresh else SCAN_CACHE_S,
+                                                            fresh_after=last_seen))
         if found == "gone" and (gone_at is None or gone_at < last_seen):
             self.proved_gone.append((session_id, last_seen))
         return found
 
     def _alive(self, pid: int, harness_key: str) -> bool:
         cached = (self.proc, pid, harness_key)
-        at = _proven.get(cached)
+        at = None if self.fresh else _proven.get(cached)
         if at is not None and time.monotonic() - at < SCAN_CACHE_S:
             return True
         if not _carries(self.proc, pid, harness_key.lower().encode()):
