@@ -44,6 +44,29 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 2 * len(os.sched_getaffinity(0))
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 (xdist's own types)
+    """``--dist worksteal`` (pyproject.toml) with the longest tests started first, spread over
+    the workers (tests/slowness.py, ``deal``; their seconds in tests/durations.txt): in
+    collection order a block of long tests could be the last thing one worker runs while the
+    others wait at the end. Any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "worksteal":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    class LongestFirst(WorkStealingScheduling):
+        def schedule(self) -> None:
+            if self.collection is not None or not self._check_nodes_have_same_collection():
+                super().schedule()
+                return
+            self.collection = next(iter(self.node2collection.values()))
+            # the first distribution hands each worker a contiguous block of ``pending``: in this order
+            self.pending[:] = slowness.deal(list(self.collection), len(self.nodes), slowness.expected())
+            if self.collection:
+                self.check_schedule()
+
+    return LongestFirst(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark ``slow`` the tests measured slow (tests/slow.txt, tests/slowness.py), so that
     ``-m "not slow"`` is the fast core whatever the test's own marks."""
