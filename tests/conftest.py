@@ -60,7 +60,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
                 return
             self.collection = next(iter(self.node2collection.values()))
             # the first distribution hands each worker a contiguous block of ``pending``: in this order
-            self.pending[:] = slowness.deal(list(self.collection), len(self.nodes), slowness.expected())
+            ids = list(self.collection)
+            self.pending[:] = slowness.deal(ids, len(self.nodes), slowness.expected(),
+                                            slowness.shared_modules(ids, config.rootpath))
             if self.collection:
                 self.check_schedule()
 

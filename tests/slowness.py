@@ -103,32 +103,58 @@ def expected(whole: Path = WHOLE) -> dict[str, float]:
     return found
 
 
-def deal(nodeids: list[str], workers: int, known: dict[str, float]) -> list[int]:
+def deal(nodeids: list[str], workers: int, known: dict[str, float], whole: frozenset[str] = frozenset()) -> list[int]:
     """The order (indices of ``nodeids``) to hand pytest-xdist's ``worksteal`` scheduler, which
     first gives each of its ``workers`` a contiguous block of the order (``len(left) // workers
     left`` tests each, in turn) and later moves the end of a long queue to a worker that ran out.
 
     The measured tests are dealt longest first to the block with the fewest seconds so far that
     has room (longest processing time first), and each block runs them first, longest first;
-    the other tests fill the blocks in their collection order (a module's tests stay together,
-    its module fixtures made once). A long test then never starts last on a worker while the
-    others have nothing left, and what a worker steals from another's end is the quick tests."""
+    the other tests fill the blocks in their collection order (a module's tests stay together).
+    A module named in ``whole`` (its tests share a module-scoped fixture: ``shared_modules``)
+    is dealt as one, in its collection order, so that its fixture is made once. A long test
+    then never starts last on a worker while the others have nothing left, and what a worker
+    steals from another's end is the quick tests."""
     sizes, left = [], len(nodeids)
     for i in range(max(1, workers)):
         sizes.append(left // (max(1, workers) - i))
         left -= sizes[-1]
-    measured = sorted((i for i, n in enumerate(nodeids) if known.get(n, 0.0) > 0),
-                      key=lambda i: (-known[nodeids[i]], i))
+    module = [n.split("::", 1)[0] for n in nodeids]
+    units: dict[str, list[int]] = {}  # a measured test alone, or its whole module
+    for i, n in enumerate(nodeids):
+        if module[i] in whole:
+            units.setdefault(module[i], []).append(i)
+        elif known.get(n, 0.0) > 0:
+            units[n] = [i]
+    seconds = {u: sum(known.get(nodeids[i], 0.0) for i in members) for u, members in units.items()}
     blocks: list[list[int]] = [[] for _ in sizes]
     load = [0.0] * len(sizes)
-    for i in measured:
-        b = min((b for b in range(len(sizes)) if len(blocks[b]) < sizes[b]), key=lambda b: (load[b], b))
-        blocks[b].append(i)
-        load[b] += known[nodeids[i]]
-    rest = iter(i for i, n in enumerate(nodeids) if known.get(n, 0.0) <= 0)
+    dealt: set[int] = set()
+    for u in sorted((u for u in units if seconds[u] > 0), key=lambda u: (-seconds[u], units[u][0])):
+        room = [b for b in range(len(sizes)) if len(blocks[b]) + len(units[u]) <= sizes[b]]
+        if room:  # (a unit no block has room for is left in its collection order, below)
+            b = min(room, key=lambda b: (load[b], b))
+            blocks[b] += units[u]
+            load[b] += seconds[u]
+            dealt.update(units[u])
+    rest = iter(i for i in range(len(nodeids)) if i not in dealt)
     for b, size in enumerate(sizes):
         blocks[b] += [next(rest) for _ in range(size - len(blocks[b]))]
     return [i for block in blocks for i in block]
+
+
+def shared_modules(nodeids: list[str], root: Path) -> frozenset[str]:
+    """The test modules among ``nodeids`` that define a module- or class-scoped fixture (their
+    tests share it: ``deal`` keeps them together)."""
+    found = set()
+    for path in {n.split("::", 1)[0] for n in nodeids}:
+        try:
+            text = (root / path).read_text()
+        except OSError:
+            continue
+        if re.search(r"scope=[\"'](?:module|class)[\"']", text):
+            found.add(path)
+    return frozenset(found)
 
 
 if __name__ == "__main__":

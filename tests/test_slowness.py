@@ -116,3 +116,22 @@ def test_a_whole_runs_report_becomes_durations_txt_longest_first(tmp_path: Path)
     assert listing.read_text() == ("# header\n# kept\n\ntests/a.py::test_slow[sqlite]  2.50\n"
                                    "tests/a.py::test_slow[postgresql]  2.20\n")
     assert slowness.expected(listing) == {"tests/a.py::test_slow[sqlite]": 2.5, "tests/a.py::test_slow[postgresql]": 2.2}
+
+
+def test_a_module_sharing_a_module_fixture_is_dealt_whole_in_its_order() -> None:
+    ids = [f"tests/m{i // 4}.py::test_{i}" for i in range(16)]  # 4 modules of 4 tests
+    known = {ids[5]: 10.0, ids[6]: 3.0, ids[0]: 8.0, ids[12]: 1.0}
+    order = slowness.deal(ids, 2, known, frozenset({"tests/m1.py"}))
+    blocks = first_blocks(order, 2)
+    # m1 (13 s in all) first, whole and in its order, on one worker; 8 s and 1 s on the other
+    assert blocks[0][:4] == [4, 5, 6, 7] and blocks[1][:2] == [0, 12]
+    assert sorted(order) == list(range(16))
+    # a unit no block has room for stays in its collection order
+    big = [f"tests/big.py::test_{i}" for i in range(6)] + ["tests/small.py::test_a", "tests/small.py::test_b"]
+    assert slowness.deal(big, 2, {big[2]: 10.0, big[7]: 1.0}, frozenset({"tests/big.py"})) == [7, 0, 1, 2, 3, 4, 5, 6]
+
+
+def test_the_modules_with_a_shared_fixture_are_found_in_their_source() -> None:
+    ids = ["tests/simulator/report/test_report_words.py::test_x", "tests/test_slowness.py::test_y",
+           "tests/gone.py::test_z"]
+    assert slowness.shared_modules(ids, ROOT) == {"tests/simulator/report/test_report_words.py"}
