@@ -33,6 +33,7 @@ THRESHOLD_S = 0.5
 WHOLE = Path(__file__).with_name("durations.txt")
 WHOLE_THRESHOLD_S = 2.0  # durations.txt: the tests whose place in the order matters
 DURATION = re.compile(r"\s*([0-9.]+)s (?:setup|call|teardown)\s+(\S+)")
+WHOLE_ID = re.compile(r"\s*([0-9.]+)s (?:setup|call|teardown)\s+(.+?)\s*$")  # (a parameter's id may hold spaces)
 
 
 def base(nodeid: str) -> str:
@@ -76,7 +77,7 @@ def per_test(log: str) -> dict[str, float]:
     tear-down together."""
     seconds: dict[str, float] = defaultdict(float)
     for line in log.splitlines():
-        if found := DURATION.match(line):
+        if found := WHOLE_ID.match(line):
             seconds[found.group(2)] += float(found.group(1))
     return dict(seconds)
 
@@ -98,7 +99,7 @@ def expected(whole: Path = WHOLE) -> dict[str, float]:
     if whole.exists():
         for line in whole.read_text().splitlines():
             if line.strip() and not line.startswith("#"):
-                test, seconds = line.split()
+                test, seconds = line.rsplit(None, 1)
                 found[test] = float(seconds)
     return found
 

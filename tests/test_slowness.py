@@ -111,11 +111,12 @@ def test_dealing_works_for_any_count_of_workers_and_tests() -> None:
 def test_a_whole_runs_report_becomes_durations_txt_longest_first(tmp_path: Path) -> None:
     listing, log = tmp_path / "durations.txt", tmp_path / "durations.log"
     listing.write_text("# header\n# kept\n\nold::test 1.0\n")
-    log.write_text(LOG.replace("2.50s call", "2.50s call ").replace("0.40s setup", "1.90s setup"))
-    assert slowness.write_whole(log, listing) == 2
-    assert listing.read_text() == ("# header\n# kept\n\ntests/a.py::test_slow[sqlite]  2.50\n"
-                                   "tests/a.py::test_slow[postgresql]  2.20\n")
-    assert slowness.expected(listing) == {"tests/a.py::test_slow[sqlite]": 2.5, "tests/a.py::test_slow[postgresql]": 2.2}
+    log.write_text(LOG.replace("0.40s setup", "1.90s setup") + "3.00s call     tests/c.py::test_spaced[run --out x]  \n")
+    assert slowness.write_whole(log, listing) == 3
+    assert listing.read_text() == ("# header\n# kept\n\ntests/c.py::test_spaced[run --out x]  3.00\n"
+                                   "tests/a.py::test_slow[sqlite]  2.50\ntests/a.py::test_slow[postgresql]  2.20\n")
+    assert slowness.expected(listing) == {"tests/c.py::test_spaced[run --out x]": 3.0,
+                                          "tests/a.py::test_slow[sqlite]": 2.5, "tests/a.py::test_slow[postgresql]": 2.2}
 
 
 def test_a_module_sharing_a_module_fixture_is_dealt_whole_in_its_order() -> None:
