@@ -6,12 +6,21 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, settings
+# Bytecode is kept, even where PYTHONDONTWRITEBYTECODE is set (some shells and containers set
+# it): pytest keeps each test module it rewrote for its asserts as bytecode (tests/__pycache__,
+# ignored by git), and without it every worker of every run rewrites and compiles all of them
+# again: 8.3 s of CPU per worker on the 2-core machine, against 3.2 s once they are kept. Set
+# before the imports below, so that the project's own modules are kept too, which the
+# processes the tests start then read (they keep the variable: nothing of theirs is written).
+sys.dont_write_bytecode = False
 
-from agents_room.store import Clock, Store
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+from agents_room.store import Clock, Store  # noqa: E402
 
 import pgcluster  # noqa: E402 (tests/ is on sys.path: rootdir conftest)
 import slowness  # noqa: E402
@@ -42,6 +51,31 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return 2 * len(os.sched_getaffinity(0))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 (xdist's own types)
+    """``--dist worksteal`` (pyproject.toml) with the longest tests started first, spread over
+    the workers (tests/slowness.py, ``deal``; their seconds in tests/durations.txt): in
+    collection order a block of long tests could be the last thing one worker runs while the
+    others wait at the end. Any other ``--dist`` is xdist's own."""
+    if config.getvalue("dist") != "worksteal":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    class LongestFirst(WorkStealingScheduling):
+        def schedule(self) -> None:
+            if self.collection is not None or not self._check_nodes_have_same_collection():
+                super().schedule()
+                return
+            self.collection = next(iter(self.node2collection.values()))
+            # the first distribution hands each worker a contiguous block of ``pending``: in this order
+            ids = list(self.collection)
+            self.pending[:] = slowness.deal(ids, len(self.nodes), slowness.expected(),
+                                            slowness.shared_modules(ids, config.rootpath))
+            if self.collection:
+                self.check_schedule()
+
+    return LongestFirst(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
