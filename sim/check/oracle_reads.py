@@ -67,6 +67,7 @@ def _window(o: Oracle, timeline: list[Any], lo: float, hi: float, empty: Any) ->
 def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[Problem]:
     o.commits = commits
     out: list[Problem] = []
+    files = _files(ops)
     for op in ops:
         judge = _JUDGES.get(op.f)
         if op.outcome == "fail" and op.error == "unknown_session" and op.session is not None:
@@ -74,7 +75,8 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
         if judge is None or op.end is None or op.outcome == "info":
             continue
         lo, hi = op.start - slack, op.end + slack
-        found = judge(o, op, lo, hi)
+        found = _file_slash(o, op, files) if op.f == "lease_claim" else None
+        found = found or judge(o, op, lo, hi)
         if found is not None:
             rule, message, details = found
             out.append(problem(rule, f"{op.describe()}: {message}", op=op.describe(), process=op.process,
@@ -83,6 +85,25 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
 
 
 Found = tuple[str, str, dict[str, Any]] | None
+
+
+def _files(ops: list[Op]) -> frozenset[str]:
+    """The paths the run's edits wrote (each an ``os.replace`` of a regular file: a file, never
+    a folder, from the run's start, where the repository was made with it, to its end)."""
+    return frozenset(op.path for op in ops if op.f == "edit" and op.outcome == "ok" and op.path)
+
+
+def _file_slash(o: Oracle, op: Op, files: frozenset[str]) -> Found:
+    """LR6: a claim of ``<file>/``, ``<file>`` a regular file, is no directory lease: the store
+    must refuse it ``invalid_argument`` (a grant or a denial answered it as a folder)."""
+    if op.path is None or not op.path.endswith("/") or op.path[:-1] not in files:
+        return None
+    o.checked["lease-rules"] += 1
+    if op.outcome != "ok":  # refused (invalid_argument), or failed another way: no answer as a folder
+        return None
+    answer = "was granted" if (op.result or {}).get("ok") else f"was denied (holder {(op.result or {}).get('holder')})"
+    return ("LR6", f"{answer} on {op.path}, but {op.path[:-1]} is a file the run's edits wrote: a trailing / on a "
+            "file is refused invalid_argument", {"path": op.path})
 
 
 def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:

@@ -132,6 +132,14 @@ def _refactor(w: Workload, files: Files, known: Known, rng: random.Random) -> Op
     return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode}, "directory")
 
 
+def _file_slash(w: Workload, files: Files, rng: random.Random) -> Op:
+    """A claim of one of its files written as a directory (``mod_00.py/``): the kernel has no
+    such folder (``ENOTDIR``), so the store must refuse it ``invalid_argument``; the checker
+    calls any other answer a violation (LR6)."""
+    mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
+    return Op("lease_claim", {"path": pick_path(w, files, rng) + "/", **_ttl(w, rng), "mode": mode}, "file-slash")
+
+
 def _writable(w: Workload, files: Files, known: Known) -> list[tuple[str, str]]:
     """(file, the lease it is written under): files held exclusive, and files beneath a
     directory held exclusive, with time left on the lease."""
@@ -278,6 +286,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return _claim(w, files, known, rng)
     if choice == "refactor":
         return _refactor(w, files, known, rng)
+    if choice == "file_slash":
+        return _file_slash(w, files, rng)
     if choice in ("lease_renew", "lease_release"):
         if not known.held:
             return _claim(w, files, known, rng)

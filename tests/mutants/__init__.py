@@ -71,6 +71,10 @@ MUTANTS = (
            "no symlink resolved beneath a canonical cwd: a symlinked folder inside the repository (alias -> src) "
            "is another folder to directory leases, file: targets and reads",
            ("lease-exclusive",), (), ci=False),
+    Mutant("file-slash-granted", "mutants.spellings:file_slash_granted",
+           "x.py/ on an existing regular file taken for a folder: granted as a directory lease beside another "
+           "session's exclusive lease of x.py, contending with nothing",
+           ("lease-rules",), (), ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

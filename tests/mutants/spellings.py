@@ -108,3 +108,25 @@ def beneath_unresolved(db: str, busy_timeout_s: float) -> Any:
         if bounds.path("alias/x.py", top) != os.path.join(top, "alias", "x.py"):
             raise MutationError("bounds.path still resolves a symlinked folder beneath a canonical cwd")
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def file_slash_granted(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store that takes ``x.py/`` on an existing regular file for a folder, as
+    stores did before the kernel's ``ENOTDIR`` was the rule: ``bounds._not_a_file``, the one
+    check of it, lets every path through, so the claim is granted as a directory lease that
+    contends with no lease of ``x.py``; proved on a real file before the store opens."""
+    def any_folder(value: str, where: str) -> str:
+        return where
+
+    shipped = bounds._not_a_file
+    if shipped is not any_folder and shipped.__name__ != "any_folder":
+        bounds._not_a_file = any_folder
+        rebind(shipped, any_folder)
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        with open(os.path.join(top, "x.py"), "w"):
+            pass
+        if bounds.lease_path("x.py/", top) != os.path.join(top, "x.py/"):
+            raise MutationError("bounds.lease_path still refuses x.py/ on a file: the store checks it somewhere "
+                                "the mutant does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
