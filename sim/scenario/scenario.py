@@ -76,6 +76,10 @@ class Repo:
     # Spellings of the files inside it (sim/run/layout.py's INNER): 2 adds ``alias/`` for ``src/``
     # (a symlinked folder inside it), 3 also ``via/../`` (``via -> src/pkg``: the kernel's ``..``).
     inner_spellings: int = 1
+    # Seconds into the run at which its ``src/`` is renamed to ``src.moved/`` and a symlink
+    # ``src -> src.moved`` left in its place, under the agents' live leases (0: never): a lease
+    # must follow its file while it lives (sim/run/layout.py's move_src).
+    move_src_at_s: float = 0.0
     # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
     # empty, the three in HARNESSES.
     harnesses: tuple[str, ...] = ()
@@ -244,6 +248,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
         inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
+        move_src_at_s=t.number("move_src_at_s", Repo.move_src_at_s, 0.0, 86_400.0),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:

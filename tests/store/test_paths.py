@@ -337,6 +337,30 @@ def test_a_lease_follows_its_file_when_a_folder_above_is_renamed(store: Store, r
     assert store.lease_renew(a, f"{real}/src/x.py").path == f"{real}/src/x.py"
 
 
+def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store, real: Path) -> None:
+    """``src`` moved to ``src2`` and a symlink left in its place while alice holds ``src/x.py``,
+    ``src/new.py`` (not created yet) and bob ``lib/``: alice's claim by a name that leads there
+    now is a re-claim of her lease, which follows the file (one row, her token renewed, never
+    a second lease of one file); another's claim of the moved folder meets the leases beneath
+    it taken under the old name; a ``file:`` send by the new name reaches their holders."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    first = {p: store.lease_claim(a, p).lease for p in ("src/x.py", "src/new.py")}
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    for spelled, old in (("src/x.py", "src/x.py"), ("src2/new.py", "src/new.py")):
+        again = store.lease_claim(a, spelled, mode="shared")
+        assert again.ok and again.reason == "changed from exclusive to shared", spelled
+        assert again.lease.token > first[old].token and again.lease.acquired_at == first[old].acquired_at
+    assert rows(store, "SELECT path, mode FROM leases WHERE session_id = ? ORDER BY path", (a,)) == [
+        (f"{real}/src2/new.py", "shared"), (f"{real}/src2/x.py", "shared")]
+    with store.db.read() as tx:
+        grants = [e for e in tx.all("SELECT path, payload FROM events WHERE kind = 'lease_grant' ORDER BY seq")]
+    assert f'"renamed_from": "{real}/src/x.py"' in grants[-2][1].replace('":"', '": "')
+    assert store.lease_release(a, "src/new.py") is None  # by either name, the one lease
+    assert rows(store, "SELECT count(*) FROM leases WHERE session_id = ?", (a,)) == [(1,)]
+
+
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
     """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its

@@ -61,6 +61,22 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
     return [r[:-1] for r in rows if r[0] not in near and paths.still(r[0], r[-1])]
 
 
+def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> Lease | None:
+    """The caller's own live lease of ``path`` itself under another name (a folder above it
+    renamed since, a symlink left in its place): one whose recorded identity is ``path``'s own
+    (store/paths.py's identities: the first, or the second when it is the file's name in its
+    folder, never a folder's above) and whose path still leads there (paths.still). Its claim
+    is a re-claim of that lease, which then follows the file to ``path``: never a second row."""
+    own = tuple(i for i in idents[:2] if i == idents[0] or paths.SEP in i)
+    if not own:
+        return None
+    marks = ", ".join("?" * len(own))
+    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND l.session_id = ? AND l.path <> ? "
+                  f"AND {_LIVE}", (*own, session.id, path, tx.now))
+    return next((Lease(*r[:-1]) for r in rows if coverage.is_directory(r[0]) == coverage.is_directory(path)
+                 and paths.still(r[0], r[-1])), None)
+
+
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
     """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
     covering it (under any name of its file: ``idents``) and, for a directory, those beneath
@@ -116,6 +132,8 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     # Only a lease of this very path is re-claimed; the caller's own leases above or
     # beneath it never stand in its way.
     mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
+    if mine is None and idents:
+        mine = _own_elsewhere(tx, session, path, idents)
     covering += [Lease(*r) for r in _by_identity(tx, path, idents, also)]
     others = [h for h in covering if h.session_id != session.id]
     in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
@@ -138,13 +156,16 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     else:
         # The holder's own lease_claim makes a lease taken at an edit the model's (at_edit 0, as
         # the PostgreSQL function of migrate_5.sql does); an edit of a lease keeps what it was.
+        # (its path too: a lease found under its file's former name follows the file, _own_elsewhere)
         tx.later(
-            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
+            "UPDATE leases SET path = ?, mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
             f"at_edit = {'at_edit' if at_edit else '0'} WHERE path = ? AND session_id = ?",
-            (mode, token, ttl_s, expires_at, idents[0] if idents else None, path, session.id),
+            (path, mode, token, ttl_s, expires_at, idents[0] if idents else None, mine.path, session.id),
         )
     previous = mine.mode if mine else None
     marked = {"at_edit": True} if at_edit else {}
+    if mine is not None and mine.path != path:
+        marked["renamed_from"] = mine.path
     tx.log("lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at, previous_mode=previous,
            **marked)
     acquired_at = tx.now if mine is None else mine.acquired_at

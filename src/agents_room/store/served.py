@@ -76,7 +76,7 @@ class Served:
             cwd, where = made
             idents = tuple(paths.identities(where, self.cwds.get(sid, ""))) if op == "claim" else ()
             answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode, idents))
-            if answer is None or answer.outcome in ("unknown", "not_held"):
+            if answer is None or answer.outcome in ("unknown", "not_held", "renamed"):
                 return None
             if answer.cwd is not None:
                 self.cwds[sid] = answer.cwd

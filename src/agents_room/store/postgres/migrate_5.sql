@@ -33,6 +33,16 @@ BEGIN
         o_outcome := 'cwd';
         RETURN;
     END IF;
+    -- 'renamed' (nothing changed): the caller holds this path's file under another name (a folder
+    -- above it renamed under the lease), which store/leases.py's rules re-key once the name is
+    -- found to lead there still (they can look at the file system; this function cannot).
+    IF p_ident IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.path = p_path AND l.session_id = p_session AND l.expires_at > o_now)
+       AND EXISTS (SELECT 1 FROM leases l WHERE l.session_id = p_session AND l.path <> p_path AND l.expires_at > o_now
+                   AND (l.ident = p_ident OR (l.ident = p_idents[2] AND strpos(p_idents[2], '/') > 0))) THEN
+        o_outcome := 'renamed';
+        RETURN;
+    END IF;
     UPDATE sessions SET last_seen = o_now WHERE id = p_session;
     WITH gone AS (
         DELETE FROM leases WHERE expires_at <= o_now RETURNING path, session_id, mode, token, expires_at
