@@ -348,6 +348,12 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
     first = {p: store.lease_claim(a, p).lease for p in ("src/x.py", "src/new.py")}
     os.rename(real / "src", real / "src2")
     (real / "src").symlink_to(real / "src2")
+    for spelled in ("src2/", "src/", "./"):  # the moved folder by either name, and the repository
+        denied = store.lease_claim(b, spelled, mode="shared")
+        assert not denied.ok and denied.holder.session_id == a, spelled
+        assert {h.session_id for h in store.lease_check(b, spelled).holders} == {a}, spelled
+    assert "covers, by the name it has now," in store.lease_claim(b, "src2/").reason
+    assert store.lease_claim(b, "lib/").ok  # beside them, nothing beneath it
     for spelled, old in (("src/x.py", "src/x.py"), ("src2/new.py", "src/new.py")):
         again = store.lease_claim(a, spelled, mode="shared")
         assert again.ok and again.reason == "changed from exclusive to shared", spelled

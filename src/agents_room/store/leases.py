@@ -77,6 +77,28 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
                  and paths.still(r[0], r[-1])), None)
 
 
+def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:
+    """Live leases beneath ``directory`` under another name of it (a folder above them renamed
+    since they were granted, a symlink left in its place): those whose folder, resolved now
+    (store/paths.py's canonical), lies beneath it though their path does not. A lease records
+    its own identity only, so a directory finds them so: every live lease read, and one
+    resolution per distinct folder among them (a few); for directory claims and checks alone."""
+    rows = tx.all(f"SELECT {columns} {_FROM} WHERE {_LIVE}", (tx.now,))
+    real: dict[str, str] = {}
+    out = []
+    for r in rows:
+        path = r[0]
+        if coverage.covers(directory, path) or path == paths.SEP:
+            continue
+        folder, name = path.rstrip(paths.SEP).rsplit(paths.SEP, 1)
+        if folder not in real:
+            real[folder] = paths.canonical(folder or paths.SEP)
+        now = real[folder].rstrip(paths.SEP) + paths.SEP + name + (paths.SEP if coverage.is_directory(path) else "")
+        if now != path and coverage.covers(directory, now):
+            out.append(r)
+    return out
+
+
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
     """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
     covering it (under any name of its file: ``idents``) and, for a directory, those beneath
@@ -86,6 +108,7 @@ def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, .
         for directory in dict.fromkeys((path, *also)):
             lo, hi = coverage.subtree_range(directory)
             rows += tx.all(_BENEATH.replace(_LEASE, _HELD, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+        rows += beneath_elsewhere(tx, path, _HELD)
     return sorted(dict.fromkeys(_held(r) for r in rows), key=lambda x: (x.mode, x.token))
 
 
@@ -140,6 +163,8 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     if coverage.is_directory(path):
         for directory in (path, *also):
             in_the_way += _first_beneath_in_the_way(tx, session, directory, mode)
+        elsewhere = [Lease(*r) for r in beneath_elsewhere(tx, path)]
+        in_the_way += [h for h in elsewhere if h.session_id != session.id and (mode == "exclusive" or h.mode == "exclusive")]
     if in_the_way:
         h = min(in_the_way, key=lambda x: (x.mode, x.token))
         shown = path if asked is None else paths.named(asked, spelled or path, path)
@@ -201,6 +226,8 @@ def _relation(lease: str, path: str) -> str:
         return "is beneath"
     if coverage.covers(path, lease):
         return "covers"
+    if coverage.is_directory(path) and coverage.covers(path, paths.canonical(lease)):
+        return "covers, by the name it has now,"  # a lease taken under its former name (beneath_elsewhere)
     return "is, by device and inode, the file or beneath the folder of"  # another name (_by_identity)
 
 
