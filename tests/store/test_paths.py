@@ -354,6 +354,8 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
         assert {h.session_id for h in store.lease_check(b, spelled).holders} == {a}, spelled
     assert "covers, by the name it has now," in store.lease_claim(b, "src2/").reason
     assert store.lease_claim(b, "lib/").ok  # beside them, nothing beneath it
+    for to in (f"{real}/src2/x.py", "src2/x.py", f"{real}/src/x.py", "src/x.py"):  # alice's lease: still src/x.py
+        assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
     for spelled, old in (("src/x.py", "src/x.py"), ("src2/new.py", "src/new.py")):
         again = store.lease_claim(a, spelled, mode="shared")
         assert again.ok and again.reason == "changed from exclusive to shared", spelled
@@ -363,6 +365,9 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
     with store.db.read() as tx:
         grants = [e for e in tx.all("SELECT path, payload FROM events WHERE kind = 'lease_grant' ORDER BY seq")]
     assert f'"renamed_from": "{real}/src/x.py"' in grants[-2][1].replace('":"', '": "')
+    for to in (f"{real}/src/x.py", "src/x.py"):  # alice's lease now src2/x.py; the old name still leads there
+        assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
+    assert store.msg_send(b, "file:lib/y.py", body="mine").recipients == []  # bob's own lease: nobody else
     assert store.lease_release(a, "src/new.py") is None  # by either name, the one lease
     assert rows(store, "SELECT count(*) FROM leases WHERE session_id = ?", (a,)) == [(1,)]
 

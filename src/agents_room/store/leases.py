@@ -84,19 +84,8 @@ def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tup
     its own identity only, so a directory finds them so: every live lease read, and one
     resolution per distinct folder among them (a few); for directory claims and checks alone."""
     rows = tx.all(f"SELECT {columns} {_FROM} WHERE {_LIVE}", (tx.now,))
-    real: dict[str, str] = {}
-    out = []
-    for r in rows:
-        path = r[0]
-        if coverage.covers(directory, path) or path == paths.SEP:
-            continue
-        folder, name = path.rstrip(paths.SEP).rsplit(paths.SEP, 1)
-        if folder not in real:
-            real[folder] = paths.canonical(folder or paths.SEP)
-        now = real[folder].rstrip(paths.SEP) + paths.SEP + name + (paths.SEP if coverage.is_directory(path) else "")
-        if now != path and coverage.covers(directory, now):
-            out.append(r)
-    return out
+    now = paths.current()
+    return [r for r in rows if not coverage.covers(directory, r[0]) and coverage.covers(directory, now(r[0]))]
 
 
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
