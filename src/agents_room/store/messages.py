@@ -122,10 +122,10 @@ def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) ->
     except RoomError:  # busy, say: the transaction matches every lease itself, as it did before
         return None
     now = paths.current()
-    return {(p, path, cwd): reaches(p, path, cwd, now) for p in patterns for path, cwd in rows}
+    return {(p, path, cwd): file_reaches(p, path, cwd, now) for p in patterns for path, cwd in rows}
 
 
-def reaches(pattern: str, path: str, cwd: str, now: Callable[[str], str]) -> bool:
+def file_reaches(pattern: str, path: str, cwd: str, now: Callable[[str], str]) -> bool:
     """Whether a ``file:`` glob reaches the holder of a lease of ``path`` whose session's cwd is
     ``cwd`` (store/coverage.py's glob_reaches); and a literal one (no wildcard), also when the
     file it names, made absolute against that cwd when relative, is the leased file or beneath
@@ -135,7 +135,11 @@ def reaches(pattern: str, path: str, cwd: str, now: Callable[[str], str]) -> boo
         return True
     if not paths.literal(pattern) or not (pattern.startswith("/") or cwd):
         return False
-    return coverage.covers(now(path), now(paths.absolute(pattern, cwd)))
+    leased, named = now(path), paths.absolute(pattern, cwd)
+    target = now(named)
+    if leased == path and target == named:
+        return False  # no name changed: the forms above have answered
+    return coverage.covers(leased, target)
 
 
 def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known: Matches | None = None) -> list[str]:
@@ -170,7 +174,7 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known:
             late += 1
             if known is not None and late > LATE_MAX:
                 raise Stale
-            return reaches(p, path, cwd, now)
+            return file_reaches(p, path, cwd, now)
 
         return sorted({sid for sid, path, cwd in _live_leases(tx)
                        if sid in peers and any(reaches(p, path, cwd) for p in patterns)})
