@@ -88,9 +88,11 @@ Found = tuple[str, str, dict[str, Any]] | None
 
 
 def _files(ops: list[Op]) -> frozenset[str]:
-    """The paths the run's edits wrote (each an ``os.replace`` of a regular file: a file, never
-    a folder, from the run's start, where the repository was made with it, to its end)."""
-    return frozenset(op.path for op in ops if op.f == "edit" and op.outcome == "ok" and op.path)
+    """The paths the run's edits wrote (each an ``os.replace`` of a regular file) and its reads
+    hashed (``note_read`` answers a hash of a regular file only): each a file, never a folder,
+    from the run's start, where the repository was made with it, to its end."""
+    return frozenset(op.path for op in ops if op.outcome == "ok" and op.path and
+                     (op.f == "edit" or (op.f == "note_read" and (op.result or {}).get("hash"))))
 
 
 def _file_slash(o: Oracle, op: Op, files: frozenset[str]) -> Found:
@@ -102,8 +104,8 @@ def _file_slash(o: Oracle, op: Op, files: frozenset[str]) -> Found:
     if op.outcome != "ok":  # refused (invalid_argument), or failed another way: no answer as a folder
         return None
     answer = "was granted" if (op.result or {}).get("ok") else f"was denied (holder {(op.result or {}).get('holder')})"
-    return ("LR6", f"{answer} on {op.path}, but {op.path[:-1]} is a file the run's edits wrote: a trailing / on a "
-            "file is refused invalid_argument", {"path": op.path})
+    return ("LR6", f"{answer} on {op.path}, but {op.path[:-1]} is a file (the run's edits wrote it or its reads "
+            "hashed it): a trailing / on a file is refused invalid_argument", {"path": op.path})
 
 
 def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:

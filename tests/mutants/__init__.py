@@ -75,6 +75,10 @@ MUTANTS = (
            "x.py/ on an existing regular file taken for a folder: granted as a directory lease beside another "
            "session's exclusive lease of x.py, contending with nothing",
            ("lease-rules",), (), ci=False),
+    Mutant("identity-blind", "mutants.spellings:identity_blind",
+           "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
+           "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
+           ("lease-exclusive",), ("lease-windows",), ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

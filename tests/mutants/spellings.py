@@ -130,3 +130,28 @@ def file_slash_granted(db: str, busy_timeout_s: float) -> Any:
             raise MutationError("bounds.lease_path still refuses x.py/ on a file: the store checks it somewhere "
                                 "the mutant does not reach")
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+# -- a folder renamed under live leases, a symlink left in its place ([[repos]] move_src_at_s) -------------
+
+
+def identity_blind(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store that records and looks up no identity (``paths.identities``, device
+    and inode of a path and its folders, answers nothing): a lease is found by its path alone,
+    so once ``src/`` is renamed under live leases (a symlink left in its place), a claim by the
+    name the file has now is granted beside the holder's lease under the old one; proved on a
+    real file before the store opens."""
+    from agents_room.store import paths
+
+    def nothing(path: str, top: str = "", *, own: bool = False) -> list[str]:
+        return []
+
+    shipped = paths.identities
+    if shipped.__name__ != "nothing":
+        paths.identities = nothing
+        rebind(shipped, nothing)
+    with tempfile.TemporaryDirectory() as d:
+        if paths.identities(os.path.realpath(d)) or paths.identifier()(os.path.join(os.path.realpath(d), "x.py")):
+            raise MutationError("paths.identities still answers: the store identifies files somewhere the mutant "
+                                "does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)

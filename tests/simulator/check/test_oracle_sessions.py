@@ -114,3 +114,8 @@ def test_a_trailing_slash_on_a_file_is_refused_never_answered_as_a_folder() -> N
     assert rules(v) == {"LR6"}
     bad = next(x for x in v.violations if x.details.get("rule") == "LR6")
     assert "was granted on /w/r/x.py/, but /w/r/x.py is a file" in bad.message
+    r.op("A", "note_read", {"path": "/w/r/y.py"}, r.tick(), result={"hash": "ab" * 32})  # hashed: a file
+    r.op("B", "note_read", {"path": "/w/r/z.py"}, r.tick(), outcome="fail", error="invalid_argument")
+    r.claim("B", "/w/r/y.py/")
+    r.claim("B", "/w/r/z.py/")  # (z.py: nothing says it is a file)
+    assert sum(x.details.get("rule") == "LR6" for x in r.check().violations) == 2
