@@ -19,6 +19,7 @@ REGRESSION = SCENARIOS / "regression.toml"
 ORACLE = SCENARIOS / "oracle.toml"
 WAKE = SCENARIOS / "wake.toml"
 REFACTOR = SCENARIOS / "refactor.toml"
+MOVED = SCENARIOS / "moved.toml"
 
 # A broken lease store may also answer drift checks wrongly (they are judged against who held
 # the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
@@ -78,7 +79,7 @@ MUTANTS = (
     Mutant("identity-blind", "mutants.spellings:identity_blind",
            "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
            "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
-           ("lease-exclusive",), ("lease-windows",), ci=False),
+           ("lease-exclusive",), ("lease-windows",), scenario=MOVED, ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so
