@@ -15,6 +15,7 @@ from typing import Any
 from .cover import contend
 from .model import Problem
 from .operation import Op
+from .oracle_leases import file_slash, files_of
 from .oracle_state import UNREAD, Hold, Oracle
 from .oracle_wake import judge_look
 from .window import Commits, window
@@ -67,7 +68,7 @@ def _window(o: Oracle, timeline: list[Any], lo: float, hi: float, empty: Any) ->
 def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[Problem]:
     o.commits = commits
     out: list[Problem] = []
-    files = _files(ops)
+    files = files_of(ops)
     for op in ops:
         judge = _JUDGES.get(op.f)
         if op.outcome == "fail" and op.error == "unknown_session" and op.session is not None:
@@ -75,7 +76,7 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
         if judge is None or op.end is None or op.outcome == "info":
             continue
         lo, hi = op.start - slack, op.end + slack
-        found = _file_slash(o, op, files) if op.f == "lease_claim" else None
+        found = file_slash(o, op, files) if op.f == "lease_claim" else None
         found = found or judge(o, op, lo, hi)
         if found is not None:
             rule, message, details = found
@@ -85,27 +86,6 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
 
 
 Found = tuple[str, str, dict[str, Any]] | None
-
-
-def _files(ops: list[Op]) -> frozenset[str]:
-    """The paths the run's edits wrote (each an ``os.replace`` of a regular file) and its reads
-    hashed (``note_read`` answers a hash of a regular file only): each a file, never a folder,
-    from the run's start, where the repository was made with it, to its end."""
-    return frozenset(op.path for op in ops if op.outcome == "ok" and op.path and
-                     (op.f == "edit" or (op.f == "note_read" and (op.result or {}).get("hash"))))
-
-
-def _file_slash(o: Oracle, op: Op, files: frozenset[str]) -> Found:
-    """LR6: a claim of ``<file>/``, ``<file>`` a regular file, is no directory lease: the store
-    must refuse it ``invalid_argument`` (a grant or a denial answered it as a folder)."""
-    if op.path is None or not op.path.endswith("/") or op.path[:-1] not in files:
-        return None
-    o.checked["lease-rules"] += 1
-    if op.outcome != "ok":  # refused (invalid_argument), or failed another way: no answer as a folder
-        return None
-    answer = "was granted" if (op.result or {}).get("ok") else f"was denied (holder {(op.result or {}).get('holder')})"
-    return ("LR6", f"{answer} on {op.path}, but {op.path[:-1]} is a file (the run's edits wrote it or its reads "
-            "hashed it): a trailing / on a file is refused invalid_argument", {"path": op.path})
 
 
 def _claim(o: Oracle, op: Op, lo: float, hi: float) -> Found:

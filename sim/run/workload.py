@@ -133,9 +133,8 @@ def _refactor(w: Workload, files: Files, known: Known, rng: random.Random) -> Op
 
 
 def _file_slash(w: Workload, files: Files, rng: random.Random) -> Op:
-    """A claim of one of its files written as a directory (``mod_00.py/``): the kernel has no
-    such folder (``ENOTDIR``), so the store must refuse it ``invalid_argument``; the checker
-    calls any other answer a violation (LR6)."""
+    """A claim of one of its files written as a directory (``mod_00.py/``: no folder to the
+    kernel): the store must refuse it ``invalid_argument`` (LR6 judges any other answer)."""
     mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
     return Op("lease_claim", {"path": pick_path(w, files, rng) + "/", **_ttl(w, rng), "mode": mode}, "file-slash")
 

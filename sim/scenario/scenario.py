@@ -73,15 +73,10 @@ class Repo:
     # How many ways its agents spell its path: 2 or more gives some of them the repository
     # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
     spellings: int = 1
-    # Spellings of the files inside it (sim/run/layout.py's INNER): 2 adds ``alias/`` for ``src/``
-    # (a symlinked folder inside it), 3 also ``via/../`` (``via -> src/pkg``: the kernel's ``..``).
+    # Spellings of src/ inside it (sim/run/layout.py's INNER): 2 adds alias/ (-> src), 3 also via/../ (via -> src/pkg)
     inner_spellings: int = 1
-    # Seconds into the run at which its ``src/`` is renamed to ``src.moved/`` and a symlink
-    # ``src -> src.moved`` left in its place, under the agents' live leases (0: never): a lease
-    # must follow its file while it lives (sim/run/layout.py's move_src).
-    move_src_at_s: float = 0.0
-    # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
-    # empty, the three in HARNESSES.
+    move_src_at_s: float = 0.0  # src/ renamed src.moved/ under live leases, a symlink left (layout.py's move_src)
+    # The harness driver: each agent's CLI in turn (agent k runs harnesses[k % n]); empty: HARNESSES.
     harnesses: tuple[str, ...] = ()
 
     def harness_of(self, k: int) -> str:
