@@ -80,6 +80,17 @@ MUTANTS = (
            "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
            "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
            ("lease-exclusive",), ("lease-windows",), scenario=MOVED, ci=False),
+    Mutant("rename-second-row", "mutants.spellings:rename_second_row",
+           "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
+           "row of one file for one session",
+           ("lease-release-held",), (), scenario=MOVED, ci=False),
+    Mutant("renamed-beneath-unseen", "mutants.spellings:renamed_beneath_unseen",
+           "directory claims see beneath them by path alone: src.moved/ granted over leases taken beneath it as src/",
+           ("lease-exclusive",), (), scenario=MOVED, ci=False),
+    Mutant("file-target-as-stored", "mutants.spellings:file_target_as_stored",
+           "file: targets match stored lease paths alone: a target by a folder's new name misses holders under its "
+           "old one, and src/x.py the holders of src.moved/x.py",
+           ("selectors",), (), scenario=MOVED, ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

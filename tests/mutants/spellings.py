@@ -155,3 +155,52 @@ def identity_blind(db: str, busy_timeout_s: float) -> Any:
             raise MutationError("paths.identities still answers: the store identifies files somewhere the mutant "
                                 "does not reach")
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def _without(module: Any, name: str, broken: Any) -> None:
+    """``module.name`` replaced by ``broken`` wherever it was imported (once)."""
+    shipped = getattr(module, name, None)
+    if shipped is None:
+        raise MutationError(f"{module.__name__}.{name} is gone: the mutant no longer knows the store's rule")
+    if getattr(shipped, "__name__", "") != broken.__name__:
+        setattr(module, name, broken)
+        rebind(shipped, broken)
+
+
+def rename_second_row(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose holder, claiming its file by the name it has after a folder above
+    was renamed, is not taken to hold it (``leases._own_elsewhere`` finds nothing): a second row
+    of one file for one session, beside its lease under the old name."""
+    from agents_room.store import leases
+
+    def own_nowhere(tx: Any, session: Any, path: str, idents: tuple[str, ...]) -> None:
+        return None
+
+    _without(leases, "_own_elsewhere", own_nowhere)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def renamed_beneath_unseen(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose directory claims and checks see beneath them by path alone
+    (``leases.beneath_elsewhere`` finds nothing): ``src.moved/`` is granted over the leases
+    taken beneath it as ``src/`` before the rename."""
+    from agents_room.store import leases
+
+    def beneath_nothing(tx: Any, directory: str, columns: str = "") -> list:
+        return []
+
+    _without(leases, "beneath_elsewhere", beneath_nothing)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def file_target_as_stored(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose ``file:`` targets match leases by their stored paths alone
+    (``messages.file_reaches`` is store/coverage.py's glob_reaches): a target by a folder's new
+    name misses holders under its old, and ``src/x.py`` the holders of ``src.moved/x.py``."""
+    from agents_room.store import coverage, messages
+
+    def as_stored(pattern: str, path: str, cwd: str, now: Any) -> bool:
+        return coverage.glob_reaches(pattern, path, cwd)
+
+    _without(messages, "file_reaches", as_stored)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
