@@ -71,10 +71,10 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
     if not own:
         return None
     marks = ", ".join("?" * len(own))
-    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND l.session_id = ? AND l.path <> ? "
-                  f"AND {_LIVE}", (*own, session.id, path, tx.now))
-    return next((Lease(*r[:-1]) for r in rows if coverage.is_directory(r[0]) == coverage.is_directory(path)
-                 and paths.still(r[0], r[-1])), None)
+    # (on the identity index alone: a session's own leases may be many, a file's identity has few)
+    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*own, tx.now))
+    return next((Lease(*r[:-1]) for r in rows if r[1] == session.id and r[0] != path
+                 and coverage.is_directory(r[0]) == coverage.is_directory(path) and paths.still(r[0], r[-1])), None)
 
 
 def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:

@@ -38,8 +38,10 @@ BEGIN
     -- found to lead there still (they can look at the file system; this function cannot).
     IF p_ident IS NOT NULL
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.path = p_path AND l.session_id = p_session AND l.expires_at > o_now)
-       AND EXISTS (SELECT 1 FROM leases l WHERE l.session_id = p_session AND l.path <> p_path AND l.expires_at > o_now
-                   AND (l.ident = p_ident OR (l.ident = p_idents[2] AND strpos(p_idents[2], '/') > 0))) THEN
+       -- (its file's own identities only, never a folder's above: on the identity index)
+       AND EXISTS (SELECT 1 FROM leases l
+                   WHERE l.ident = ANY (ARRAY[p_ident, CASE WHEN strpos(p_idents[2], '/') > 0 THEN p_idents[2] END])
+                     AND l.session_id = p_session AND l.path <> p_path AND l.expires_at > o_now) THEN
         o_outcome := 'renamed';
         RETURN;
     END IF;
