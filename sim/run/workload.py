@@ -133,8 +133,7 @@ def _refactor(w: Workload, files: Files, known: Known, rng: random.Random) -> Op
 
 
 def _file_slash(w: Workload, files: Files, rng: random.Random) -> Op:
-    """A claim of one of its files written as a directory (``mod_00.py/``: no folder to the
-    kernel): the store must refuse it ``invalid_argument`` (LR6 judges any other answer)."""
+    """A claim of one of its files as a folder (``mod_00.py/``): refused ``invalid_argument`` (LR6)."""
     mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
     return Op("lease_claim", {"path": pick_path(w, files, rng) + "/", **_ttl(w, rng), "mode": mode}, "file-slash")
 
@@ -285,8 +284,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return _claim(w, files, known, rng)
     if choice == "refactor":
         return _refactor(w, files, known, rng)
-    if choice == "file_slash":
-        return _file_slash(w, files, rng)
+    if choice in ("file_slash", "check_directory"):  # a file as a folder; a directory's holders (every lease beneath)
+        return _file_slash(w, files, rng) if choice == "file_slash" else Op("lease_check", {"path": rng.choice(directories(files))}, "directory")
     if choice in ("lease_renew", "lease_release"):
         if not known.held:
             return _claim(w, files, known, rng)

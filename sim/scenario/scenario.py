@@ -33,7 +33,7 @@ Mode = Literal["closed", "open"]
 
 # The operation mix: the weight names a scenario may use, in report order.
 MIX_KEYS = (
-    "lease_claim", "lease_renew", "lease_release", "edit", "refactor", "file_slash",
+    "lease_claim", "lease_renew", "lease_release", "edit", "refactor", "file_slash", "check_directory",
     "send_broadcast", "send_session", "send_tag", "send_file",
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
