@@ -26,6 +26,10 @@ _BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} > ? AND l.path {{
 # A claim needs only the first lease beneath that stands in its way (another session's; for
 # a shared claim, an exclusive one): the scan stops there, whatever else is live.
 _IN_THE_WAY_BENEATH = _BENEATH + " AND l.session_id <> ?{exclusive} ORDER BY l.path LIMIT 1"
+# The folder of each live lease (its path up to the last "/", a directory's without its own
+# name): few distinct ones, which beneath_elsewhere resolves.
+_FOLDERS = ("SELECT DISTINCT rtrim(rtrim(path, '/'), replace(rtrim(path, '/'), '/', '')) FROM leases "
+            "WHERE expires_at > ?")
 
 
 def sweep(tx: Tx) -> int:
@@ -79,13 +83,19 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
 
 def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:
     """Live leases beneath ``directory`` under another name of it (a folder above them renamed
-    since they were granted, a symlink left in its place): those whose folder, resolved now
-    (store/paths.py's canonical), lies beneath it though their path does not. A lease records
-    its own identity only, so a directory finds them so: every live lease read, and one
-    resolution per distinct folder among them (a few); for directory claims and checks alone."""
-    rows = tx.all(f"SELECT {columns} {_FROM} WHERE {_LIVE}", (tx.now,))
-    now = paths.current()
-    return [r for r in rows if not coverage.covers(directory, r[0]) and coverage.covers(directory, now(r[0]))]
+    since they were granted, a symlink left in its place): those in a folder that, resolved now
+    (store/paths.py's canonical), lies beneath it though its path does not. A lease records its
+    own identity only, so a directory finds them so: the distinct folders of the live leases
+    (one statement, a few rows), each resolved, and the leases of those that moved beneath it
+    (a range of the primary key each); for directory claims and checks alone."""
+    out: list[tuple] = []
+    for (folder,) in tx.all(_FOLDERS, (tx.now,)):
+        if not folder or coverage.covers(directory, folder):  # beneath it by its path: the range found it
+            continue
+        if coverage.covers(directory, coverage.as_directory(paths.canonical(folder.rstrip(paths.SEP) or paths.SEP))):
+            lo, hi = coverage.subtree_range(folder)
+            out += tx.all(_BENEATH.replace(_LEASE, columns, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+    return list(dict.fromkeys(out))
 
 
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
