@@ -79,7 +79,7 @@ MUTANTS = (
     Mutant("identity-blind", "mutants.spellings:identity_blind",
            "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
            "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
-           ("lease-exclusive",), ("lease-windows",), scenario=MOVED, ci=False),
+           ("lease-exclusive",), (), scenario=MOVED, ci=False),
     Mutant("rename-second-row", "mutants.spellings:rename_second_row",
            "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
            "row of one file for one session",
