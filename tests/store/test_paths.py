@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import Store, leases, paths
+from agents_room.store import Store, leases, messages, paths
 from agents_room.store.commitguard import blockers
 from agents_room.store.errors import InvalidArgument
 from .conftest import rows
@@ -356,6 +356,8 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
     assert store.lease_claim(b, "lib/").ok  # beside them, nothing beneath it
     for to in (f"{real}/src2/x.py", "src2/x.py", f"{real}/src/x.py", "src/x.py"):  # alice's lease: still src/x.py
         assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
+        with store.db.write() as tx:  # matched in the transaction too (a lease taken after the snapshot)
+            assert messages.resolve_selector(tx, store._session(tx, b, touch=False), f"file:{to}", "") == [a], to
     for spelled, old in (("src/x.py", "src/x.py"), ("src2/new.py", "src/new.py")):
         again = store.lease_claim(a, spelled, mode="shared")
         assert again.ok and again.reason == "changed from exclusive to shared", spelled
