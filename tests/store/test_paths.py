@@ -173,6 +173,9 @@ def test_hard_links_are_one_file(store: Store, real: Path) -> None:
                                   f"{real}/src/x.py, which is held exclusive by {a}")
     assert store.lease_check(b, "src/hard.py").lease.session_id == a
     assert store.lease_claim(b, "src/hard.py", mode="shared").holder.session_id == a
+    # its holder's claim of the other link: a lease of that name too (a name of its own, not a rename)
+    assert store.lease_claim(a, "src/hard.py").reason == "granted"
+    assert store.lease_release(a, "src/hard.py") is None and store.lease_check(b, "src/x.py").lease.session_id == a
     # x.py replaced by a save-by-rename: its name leads to another inode, and the lease with it;
     # hard.py keeps the old inode, which the lease recorded but no longer names
     (real / "src" / "x.py.tmp").write_text("x = 2\n")

@@ -69,16 +69,20 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
     """The caller's own live lease of ``path`` itself under another name (a folder above it
     renamed since, a symlink left in its place): one whose recorded identity is ``path``'s own
     (store/paths.py's identities: the first, or the second when it is the file's name in its
-    folder, never a folder's above) and whose path still leads there (paths.still). Its claim
-    is a re-claim of that lease, which then follows the file to ``path``: never a second row."""
+    folder, never a folder's above) and whose path still leads there (paths.still) and resolves
+    to ``path`` now. Its claim is a re-claim of that lease, which then follows the file to
+    ``path``: never a second row."""
     own = tuple(i for i in idents[:2] if i == idents[0] or paths.SEP in i)
     if not own:
         return None
     marks = ", ".join("?" * len(own))
     # (on the identity index alone: a session's own leases may be many, a file's identity has few)
     rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*own, tx.now))
+    # Its old name must lead to ``path`` now (through the symlink left in its place): a second name
+    # of one inode that stays a name of its own (a hard link, a bind mount) keeps a row of its own.
     return next((Lease(*r[:-1]) for r in rows if r[1] == session.id and r[0] != path
-                 and coverage.is_directory(r[0]) == coverage.is_directory(path) and paths.still(r[0], r[-1])), None)
+                 and coverage.is_directory(r[0]) == coverage.is_directory(path) and paths.still(r[0], r[-1])
+                 and paths.canonical(r[0]) == path), None)
 
 
 def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:
