@@ -1,5 +1,6 @@
-"""The oracle's lease rules (LT1-LT5, LR4): grants, renewals, releases and sweeps replayed
-with the expiry the client asked for, against what the store's event says."""
+"""The oracle's lease rules (LT1-LT5, LR4, LR6): grants, renewals, releases and sweeps replayed
+with the expiry the client asked for, against what the store's event says; and LR6, a claim of
+``<file>/`` judged from the clients' history (sim/check/oracle_reads.py calls it)."""
 
 from __future__ import annotations
 
@@ -124,3 +125,24 @@ def left(o: Oracle, sid: str, seq: int) -> None:
         o.lease.leases[path].pop(sid, None)
         o.lease.lease_tl[path].append((seq, tuple(o.lease.leases[path].values())))
     o.lease.held_paths.pop(sid, None)
+
+
+def files_of(ops: list[Op]) -> frozenset[str]:
+    """The paths the run's edits wrote (each an ``os.replace`` of a regular file) and its reads
+    hashed (``note_read`` answers a hash of a regular file only): each a file, never a folder,
+    from the run's start, where the repository was made with it, to its end."""
+    return frozenset(op.path for op in ops if op.outcome == "ok" and op.path and
+                     (op.f == "edit" or (op.f == "note_read" and (op.result or {}).get("hash"))))
+
+
+def file_slash(o: Oracle, op: Op, files: frozenset[str]) -> Any:
+    """LR6: a claim of ``<file>/``, ``<file>`` a regular file, is no directory lease: the store
+    must refuse it ``invalid_argument`` (a grant or a denial answered it as a folder)."""
+    if op.path is None or not op.path.endswith("/") or op.path[:-1] not in files:
+        return None
+    o.checked["lease-rules"] += 1
+    if op.outcome != "ok":  # refused (invalid_argument), or failed another way: no answer as a folder
+        return None
+    answer = "was granted" if (op.result or {}).get("ok") else f"was denied (holder {(op.result or {}).get('holder')})"
+    return ("LR6", f"{answer} on {op.path}, but {op.path[:-1]} is a file (the run's edits wrote it or its reads "
+            "hashed it): a trailing / on a file is refused invalid_argument", {"path": op.path})

@@ -15,6 +15,7 @@ from typing import Any
 from .cover import contend
 from .model import Problem
 from .operation import Op
+from .oracle_leases import file_slash, files_of
 from .oracle_state import UNREAD, Hold, Oracle
 from .oracle_wake import judge_look
 from .window import Commits, window
@@ -67,6 +68,7 @@ def _window(o: Oracle, timeline: list[Any], lo: float, hi: float, empty: Any) ->
 def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[Problem]:
     o.commits = commits
     out: list[Problem] = []
+    files = files_of(ops)
     for op in ops:
         judge = _JUDGES.get(op.f)
         if op.outcome == "fail" and op.error == "unknown_session" and op.session is not None:
@@ -74,7 +76,8 @@ def check_ops(o: Oracle, ops: list[Op], slack: float, commits: Commits) -> list[
         if judge is None or op.end is None or op.outcome == "info":
             continue
         lo, hi = op.start - slack, op.end + slack
-        found = judge(o, op, lo, hi)
+        found = file_slash(o, op, files) if op.f == "lease_claim" else None
+        found = found or judge(o, op, lo, hi)
         if found is not None:
             rule, message, details = found
             out.append(problem(rule, f"{op.describe()}: {message}", op=op.describe(), process=op.process,

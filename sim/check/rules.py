@@ -69,6 +69,7 @@ RULES: dict[str, dict[str, str]] = {
         "LR3": "lease_release fails with lease_not_held only when the caller held no live lease then",
         "LR4": "a renewal or release event is of a live lease its session holds (model expiry)",
         "LR5": "a denied claim names a holder that was in its way (a conflicting live holder)",
+        "LR6": "a claim of <file>/, <file> an existing regular file, is refused invalid_argument (no folder to the kernel)",
     },
     "leave-effects": {
         "LV1": "leave and prune release every lease of the session",

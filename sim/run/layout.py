@@ -4,6 +4,7 @@ repositories and a fresh store, and reading back what the run left in it."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import datetime as dt
 import json
 import os
@@ -88,6 +89,33 @@ def inner_file(name: str, repo: Repo, position: int) -> str:
     return inner + name[len(INNER[0]):] if name.startswith(INNER[0]) else name
 
 
+# The name a repository's src/ takes when the run moves it ([[repos]] move_src_at_s).
+MOVED = "src.moved"
+
+
+_RENAME_EXCHANGE = 2  # renameat2(2)'s flag: the two names swap what they name, at once
+_AT_FDCWD = -100
+
+
+def move_src(repo: Path) -> None:
+    """``repo/src`` renamed to ``repo/src.moved`` (the same folder: same device and inode) and
+    a symlink ``src -> <repo>/src.moved`` left in its place, as a person moving a folder and
+    keeping its old name working would; in one step (``renameat2`` exchanging the folder with
+    the link made first at ``src.moved``), so no agent ever finds ``src`` missing between a
+    rename and a symlink (a claim there would name a file of no folder). Where the kernel or
+    the file system cannot exchange, the rename and then the symlink."""
+    real = os.path.realpath(repo)
+    moved, src = os.path.join(real, MOVED), os.path.join(real, "src")
+    os.symlink(moved, moved)  # names itself until the exchange: nothing follows it meanwhile
+    libc = ctypes.CDLL(None, use_errno=True)
+    exchange = getattr(libc, "renameat2", None)
+    if exchange is not None and exchange(_AT_FDCWD, src.encode(), _AT_FDCWD, moved.encode(), _RENAME_EXCHANGE) == 0:
+        return
+    os.unlink(moved)
+    os.rename(src, moved)
+    os.symlink(moved, src)
+
+
 def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return base / f"{scenario.name}-{stamp}"
@@ -124,7 +152,8 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
     for repo in scenario.repos:
         make_repo(layout.repos / repo.name, file_names(repo.files))
     inner = [r.name for r in scenario.repos if r.inner_spellings > 1]
-    make_spellings(layout, max(r.spellings for r in scenario.repos), inner)
+    moved = [r.name for r in scenario.repos if r.move_src_at_s > 0]
+    make_spellings(layout, max(r.spellings for r in scenario.repos), inner, moved)
     # Create the schema once, before the agents race to open the file. A store an earlier run
     # left: its dead sessions are pruned first, and this run's events are those after it.
     with Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s) as store:
@@ -133,11 +162,13 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
             layout.first_seq = store.last_seq()
 
 
-def make_spellings(layout: Layout, spellings: int, repos: list[str] = ()) -> dict[str, str]:
+def make_spellings(layout: Layout, spellings: int, repos: Sequence[str] = (),
+                   moved: Sequence[str] = ()) -> dict[str, str]:
     """The symlinks ``spelled/1`` .. ``spelled/<spellings - 1>`` to ``repos/`` (relative: the
     run's folder may move), and ``spellings.json`` mapping every spelling of ``repos`` to its
     real path, and every spelling of ``src/`` inside each of ``repos`` (those with
-    inner_spellings; INNER) under each of those to the real ``src``. The checker reads the file, not the links: it judges the
+    inner_spellings; INNER) and ``src.moved/`` of each of ``moved`` (move_src) under each of
+    those to the real ``src``. The checker reads the file, not the links: it judges the
     run's files wherever they are."""
     real = os.path.realpath(layout.repos)
     names = {str(layout.repos): real}
@@ -151,6 +182,8 @@ def make_spellings(layout: Layout, spellings: int, repos: list[str] = ()) -> dic
             for inner in INNER[1:]:
                 names[f"{folder}/{repo}/{inner.rstrip('/')}"] = f"{real}/{repo}/src"
             names[f"{folder}/{repo}/via"] = f"{real}/{repo}/src/pkg"  # via/ itself: a workload's "whole repo"
+        for repo in moved:  # after the move the store names src/ by its new real path: judged by the old
+            names[f"{folder}/{repo}/{MOVED}"] = f"{real}/{repo}/src"
     mapping = {spelled: named for spelled, named in names.items() if spelled != named}
     layout.spellings.write_text(json.dumps(mapping, indent=1) + "\n")
     return mapping

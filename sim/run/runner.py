@@ -27,7 +27,7 @@ from ..faults.clock import SharedClock
 from ..scenario.scenario import Scenario
 from . import editguard
 from .drivers import serve_command
-from .layout import Layout, file_names, inner_file, prepare, store_location
+from .layout import Layout, file_names, inner_file, move_src, prepare, store_location
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -94,6 +94,10 @@ class Runner:
         # Hooks run on every sampling tick, with the runner and the monotonic time: the place
         # where fault injection plugs in (and records its windows in samples.jsonl).
         self.on_tick: list[Callable[[Runner, int], None]] = []
+        # [[repos]] move_src_at_s: each such repository's src/ moved once, that far into the run
+        self._moves = {repo.name: int(repo.move_src_at_s * 1e9) for repo in scenario.repos if repo.move_src_at_s > 0}
+        if self._moves:
+            self.on_tick.append(Runner._move_src)
         self.agent_config: dict[str, Any] = {}  # more keys for every agent's config (fault injection)
         self._samples = None
         self._pg: Any = None  # sim/run/pgsample.py's sampler, on PostgreSQL
@@ -263,6 +267,14 @@ class Runner:
     def record_fault(self, fault: str, start_ns: int, end_ns: int | None = None, **detail: Any) -> None:
         """A fault window for the report's shading (written by fault injection)."""
         self._write_sample({"kind": "fault", "fault": fault, "time": start_ns, "end": end_ns, **detail})
+
+    def _move_src(self, now: int) -> None:
+        if not self.start_ns:
+            return
+        for name, at in list(self._moves.items()):
+            if now - self.start_ns >= at:
+                del self._moves[name]
+                move_src(self.layout.repos / name)
 
     def _hooks(self) -> None:
         """The tick hooks, also while stopping and draining (fault injection winds down then)."""

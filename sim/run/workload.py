@@ -20,10 +20,8 @@ from ..scenario.think import draw_ms
 
 # Operations that take SQLite's write lock (the rest are read transactions): the ones whose
 # longest latency is the "longest wait for the write lock" of the fairness table.
-WRITE_OPS = frozenset({
-    "room_join", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
-    "lease_claim", "lease_renew", "lease_release", "note_read", "guarded_edit",
-})
+WRITE_OPS = frozenset({"room_join", "room_leave", "room_leave_room", "msg_send", "msg_recv", "msg_ack",
+                       "lease_claim", "lease_renew", "lease_release", "note_read", "guarded_edit"})
 
 
 @dataclass(frozen=True)
@@ -130,6 +128,12 @@ def _refactor(w: Workload, files: Files, known: Known, rng: random.Random) -> Op
     path = rng.choices((src, repo, package), (0.5, 0.2, 0.3))[0]
     mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
     return Op("lease_claim", {"path": path, **_ttl(w, rng), "mode": mode}, "directory")
+
+
+def _file_slash(w: Workload, files: Files, rng: random.Random) -> Op:
+    """A claim of one of its files as a folder (``mod_00.py/``): refused ``invalid_argument`` (LR6)."""
+    mode = "shared" if rng.random() < w.shared_fraction else "exclusive"
+    return Op("lease_claim", {"path": pick_path(w, files, rng) + "/", **_ttl(w, rng), "mode": mode}, "file-slash")
 
 
 def _writable(w: Workload, files: Files, known: Known) -> list[tuple[str, str]]:
@@ -278,6 +282,8 @@ def next_op(w: Workload, files: Files, known: Known, rng: random.Random) -> Op:
         return _claim(w, files, known, rng)
     if choice == "refactor":
         return _refactor(w, files, known, rng)
+    if choice in ("file_slash", "check_directory"):  # a file as a folder; a directory's holders (every lease beneath)
+        return _file_slash(w, files, rng) if choice == "file_slash" else Op("lease_check", {"path": rng.choice(directories(files))}, "directory")
     if choice in ("lease_renew", "lease_release"):
         if not known.held:
             return _claim(w, files, known, rng)

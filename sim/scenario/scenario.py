@@ -34,7 +34,8 @@ Mode = Literal["closed", "open"]
 
 # The operation mix: the weight names a scenario may use, in report order.
 MIX_KEYS = (
-    "lease_claim", "lease_renew", "lease_release", "edit", "guarded_edit", "refactor",
+    "lease_claim", "lease_renew", "lease_release", "edit", "guarded_edit", "refactor", "file_slash",
+    "check_directory",
     "send_broadcast", "send_session", "send_tag", "send_file",
     "msg_recv", "msg_ack", "note_read", "drift_check", "room_who", "leave_room", "churn",
     "msg_unread", "msg_sent", "room_history", "lease_check", "lease_list", "rejoin", "set_cap",
@@ -71,11 +72,10 @@ class Repo:
     # How many ways its agents spell its path: 2 or more gives some of them the repository
     # through a symlink the run makes (sim/run/layout.py), one file reached by two paths.
     spellings: int = 1
-    # Spellings of the files inside it (sim/run/layout.py's INNER): 2 adds ``alias/`` for ``src/``
-    # (a symlinked folder inside it), 3 also ``via/../`` (``via -> src/pkg``: the kernel's ``..``).
+    # Spellings of src/ inside it (sim/run/layout.py's INNER): 2 adds alias/ (-> src), 3 also via/../ (via -> src/pkg)
     inner_spellings: int = 1
-    # The harness driver: the CLI of each of its agents, in turn (agent k runs harnesses[k % n]);
-    # empty, the three in HARNESSES.
+    move_src_at_s: float = 0.0  # src/ renamed src.moved/ under live leases, a symlink left (layout.py's move_src)
+    # The harness driver: each agent's CLI in turn (agent k runs harnesses[k % n]); empty: HARNESSES.
     harnesses: tuple[str, ...] = ()
 
     def harness_of(self, k: int) -> str:
@@ -244,6 +244,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         wake_lever=t.take("wake_lever", False, kinds=(bool,)),
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
         inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
+        move_src_at_s=t.number("move_src_at_s", Repo.move_src_at_s, 0.0, 86_400.0),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:

@@ -19,6 +19,7 @@ REGRESSION = SCENARIOS / "regression.toml"
 ORACLE = SCENARIOS / "oracle.toml"
 WAKE = SCENARIOS / "wake.toml"
 REFACTOR = SCENARIOS / "refactor.toml"
+MOVED = SCENARIOS / "moved.toml"
 
 # A broken lease store may also answer drift checks wrongly (they are judged against who held
 # the path), so drift-truth is within a lease bug's scope; a delivery bug has no business there.
@@ -71,6 +72,28 @@ MUTANTS = (
            "no symlink resolved beneath a canonical cwd: a symlinked folder inside the repository (alias -> src) "
            "is another folder to directory leases, file: targets and reads",
            ("lease-exclusive",), (), ci=False),
+    Mutant("file-slash-granted", "mutants.spellings:file_slash_granted",
+           "x.py/ on an existing regular file taken for a folder: granted as a directory lease beside another "
+           "session's exclusive lease of x.py, contending with nothing",
+           ("lease-rules",), (), ci=False),
+    Mutant("identity-blind", "mutants.spellings:identity_blind",
+           "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
+           "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
+           ("lease-exclusive",), (), scenario=MOVED, ci=False),
+    Mutant("rename-second-row", "mutants.spellings:rename_second_row",
+           "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
+           "row of one file for one session",
+           ("lease-release-held",), (), scenario=MOVED, ci=False),
+    Mutant("renamed-beneath-unseen", "mutants.spellings:renamed_beneath_unseen",
+           "directory claims and checks see beneath them by path alone: src.moved/ granted over, and its lease_check "
+           "blind to, leases taken beneath it as src/",
+           # (caught by either: a grant needs every lease beneath in its way to be under the old name,
+           # lease-exclusive; a check_directory in the few seconds such leases live, read-answers' RD3)
+           (), (), scenario=MOVED, ci=False),
+    Mutant("file-target-as-stored", "mutants.spellings:file_target_as_stored",
+           "file: targets match stored lease paths alone: a target by a folder's new name misses holders under its "
+           "old one, and src/x.py the holders of src.moved/x.py",
+           ("selectors",), (), scenario=MOVED, ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

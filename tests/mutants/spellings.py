@@ -108,3 +108,99 @@ def beneath_unresolved(db: str, busy_timeout_s: float) -> Any:
         if bounds.path("alias/x.py", top) != os.path.join(top, "alias", "x.py"):
             raise MutationError("bounds.path still resolves a symlinked folder beneath a canonical cwd")
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def file_slash_granted(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store that takes ``x.py/`` on an existing regular file for a folder, as
+    stores did before the kernel's ``ENOTDIR`` was the rule: ``bounds._not_a_file``, the one
+    check of it, lets every path through, so the claim is granted as a directory lease that
+    contends with no lease of ``x.py``; proved on a real file before the store opens."""
+    def any_folder(value: str, where: str) -> str:
+        return where
+
+    shipped = bounds._not_a_file
+    if shipped is not any_folder and shipped.__name__ != "any_folder":
+        bounds._not_a_file = any_folder
+        rebind(shipped, any_folder)
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        with open(os.path.join(top, "x.py"), "w"):
+            pass
+        if bounds.lease_path("x.py/", top) != os.path.join(top, "x.py/"):
+            raise MutationError("bounds.lease_path still refuses x.py/ on a file: the store checks it somewhere "
+                                "the mutant does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+# -- a folder renamed under live leases, a symlink left in its place ([[repos]] move_src_at_s) -------------
+
+
+def identity_blind(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store that records and looks up no identity (``paths.identities``, device
+    and inode of a path and its folders, answers nothing): a lease is found by its path alone,
+    so once ``src/`` is renamed under live leases (a symlink left in its place), a claim by the
+    name the file has now is granted beside the holder's lease under the old one; proved on a
+    real file before the store opens."""
+    from agents_room.store import paths
+
+    def nothing(path: str, top: str = "", *, own: bool = False) -> list[str]:
+        return []
+
+    shipped = paths.identities
+    if shipped.__name__ != "nothing":
+        paths.identities = nothing
+        rebind(shipped, nothing)
+    with tempfile.TemporaryDirectory() as d:
+        if paths.identities(os.path.realpath(d)) or paths.identifier()(os.path.join(os.path.realpath(d), "x.py")):
+            raise MutationError("paths.identities still answers: the store identifies files somewhere the mutant "
+                                "does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def _without(module: Any, name: str, broken: Any) -> None:
+    """``module.name`` replaced by ``broken`` wherever it was imported (once)."""
+    shipped = getattr(module, name, None)
+    if shipped is None:
+        raise MutationError(f"{module.__name__}.{name} is gone: the mutant no longer knows the store's rule")
+    if getattr(shipped, "__name__", "") != broken.__name__:
+        setattr(module, name, broken)
+        rebind(shipped, broken)
+
+
+def rename_second_row(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose holder, claiming its file by the name it has after a folder above
+    was renamed, is not taken to hold it (``leases._own_elsewhere`` finds nothing): a second row
+    of one file for one session, beside its lease under the old name."""
+    from agents_room.store import leases
+
+    def own_nowhere(tx: Any, session: Any, path: str, idents: tuple[str, ...]) -> None:
+        return None
+
+    _without(leases, "_own_elsewhere", own_nowhere)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def renamed_beneath_unseen(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose directory claims and checks see beneath them by path alone
+    (``leases.beneath_elsewhere`` finds nothing): ``src.moved/`` is granted over the leases
+    taken beneath it as ``src/`` before the rename."""
+    from agents_room.store import leases
+
+    def beneath_nothing(tx: Any, directory: str, columns: str = "") -> list:
+        return []
+
+    _without(leases, "beneath_elsewhere", beneath_nothing)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+def file_target_as_stored(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose ``file:`` targets match leases by their stored paths alone
+    (``messages.file_reaches`` is store/coverage.py's glob_reaches): a target by a folder's new
+    name misses holders under its old, and ``src/x.py`` the holders of ``src.moved/x.py``."""
+    from agents_room.store import coverage, messages
+
+    def as_stored(pattern: str, path: str, cwd: str, now: Any) -> bool:
+        return coverage.glob_reaches(pattern, path, cwd)
+
+    _without(messages, "file_reaches", as_stored)
+    return Store.open(db, busy_timeout_s=busy_timeout_s)

@@ -84,6 +84,11 @@ def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, re
     for plan in covering:
         assert "leases_ident" in plan, plan
     assert "Index Cond: ((path > " in beneath[0], "the range is not an index condition"
+    plans.clear()  # the filler, holding 5,000 leases, claims: its own leases under another name by identity
+    filler = next(x.session_id for x in store.lease_list(other) if x.session_id != other)
+    assert store.lease_claim(filler, "e/y.py").ok
+    renamed = [p for p in plans if "strpos(p_idents[2]" in p]
+    assert len(renamed) == 1 and "leases_ident" in renamed[0] and "Seq Scan on leases" not in renamed[0], plans
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agents_room.store import Store, leases, paths
+from agents_room.store import Store, leases, messages, paths
 from agents_room.store.commitguard import blockers
 from agents_room.store.errors import InvalidArgument
 from .conftest import rows
@@ -174,6 +174,9 @@ def test_hard_links_are_one_file(store: Store, real: Path) -> None:
                                   f"{real}/src/x.py, which is held exclusive by {a}")
     assert store.lease_check(b, "src/hard.py").lease.session_id == a
     assert store.lease_claim(b, "src/hard.py", mode="shared").holder.session_id == a
+    # its holder's claim of the other link: a lease of that name too (a name of its own, not a rename)
+    assert store.lease_claim(a, "src/hard.py").reason == "granted"
+    assert store.lease_release(a, "src/hard.py") is None and store.lease_check(b, "src/x.py").lease.session_id == a
     # x.py replaced by a save-by-rename: its name leads to another inode, and the lease with it;
     # hard.py keeps the old inode, which the lease recorded but no longer names
     (real / "src" / "x.py.tmp").write_text("x = 2\n")
@@ -364,6 +367,43 @@ def test_an_inode_passed_from_file_to_file_is_never_a_lease_of_both(store: Store
     assert not held.ok and held.holder.session_id == a
     with store.db.read() as tx:
         assert [x.session_id for x in blockers(tx, [f"{real}/src/z.py"], {b}, paths.identities, paths.same)] == [a]
+
+
+def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store, real: Path) -> None:
+    """``src`` moved to ``src2`` and a symlink left in its place while alice holds ``src/x.py``,
+    ``src/new.py`` (not created yet) and bob ``lib/``: alice's claim by a name that leads there
+    now is a re-claim of her lease, which follows the file (one row, her token renewed, never
+    a second lease of one file); another's claim of the moved folder meets the leases beneath
+    it taken under the old name; a ``file:`` send by the new name reaches their holders."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    first = {p: store.lease_claim(a, p).lease for p in ("src/x.py", "src/new.py")}
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    for spelled in ("src2/", "src/", "./"):  # the moved folder by either name, and the repository
+        denied = store.lease_claim(b, spelled, mode="shared")
+        assert not denied.ok and denied.holder.session_id == a, spelled
+        assert {h.session_id for h in store.lease_check(b, spelled).holders} == {a}, spelled
+    assert "covers, by the name it has now," in store.lease_claim(b, "src2/").reason
+    assert store.lease_claim(b, "lib/").ok  # beside them, nothing beneath it
+    for to in (f"{real}/src2/x.py", "src2/x.py", f"{real}/src/x.py", "src/x.py"):  # alice's lease: still src/x.py
+        assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
+        with store.db.write() as tx:  # matched in the transaction too (a lease taken after the snapshot)
+            assert messages.resolve_selector(tx, store._session(tx, b, touch=False), f"file:{to}", "") == [a], to
+    for spelled, old in (("src/x.py", "src/x.py"), ("src2/new.py", "src/new.py")):
+        again = store.lease_claim(a, spelled, mode="shared")
+        assert again.ok and again.reason == "changed from exclusive to shared", spelled
+        assert again.lease.token > first[old].token and again.lease.acquired_at == first[old].acquired_at
+    assert rows(store, "SELECT path, mode FROM leases WHERE session_id = ? ORDER BY path", (a,)) == [
+        (f"{real}/src2/new.py", "shared"), (f"{real}/src2/x.py", "shared")]
+    with store.db.read() as tx:
+        grants = [e for e in tx.all("SELECT path, payload FROM events WHERE kind = 'lease_grant' ORDER BY seq")]
+    assert f'"renamed_from": "{real}/src/x.py"' in grants[-2][1].replace('":"', '": "')
+    for to in (f"{real}/src/x.py", "src/x.py"):  # alice's lease now src2/x.py; the old name still leads there
+        assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
+    assert store.msg_send(b, "file:lib/y.py", body="mine").recipients == []  # bob's own lease: nobody else
+    assert store.lease_release(a, "src/new.py") is None  # by either name, the one lease
+    assert rows(store, "SELECT count(*) FROM leases WHERE session_id = ?", (a,)) == [(1,)]
 
 
 @pytest.mark.sqlite_only

@@ -25,6 +25,10 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
         "DELETE FROM leases WHERE expires_at <= ", ("SEARCH leases USING COVERING INDEX leases_expiry",)),
     "lease_claim: holders of the path and of every directory above it": (
         "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path IN (", ("SEARCH l USING PRIMARY KEY (path=?)",)),
+    # (the caller's own lease under another name too: by the identity alone, never the session's
+    # leases, which may be thousands)
+    "lease_claim: leases of the path's file under another name (device and inode)": (
+        "WHERE l.ident IN (", ("SEARCH l USING INDEX leases_ident (ident=?)",)),
     "lease_claim of a directory: the leases beneath it": (
         "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path COLLATE BINARY > ", ("SEARCH l USING PRIMARY KEY (path>? AND path<?)",)),
     "lease_release: own lease": (

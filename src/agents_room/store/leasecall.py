@@ -36,7 +36,7 @@ class Claim:
     lease: Lease | None
 
 
-Outcome = Literal["granted", "denied", "released", "renewed", "unknown", "cwd", "not_held"]
+Outcome = Literal["granted", "denied", "released", "renewed", "unknown", "cwd", "not_held", "renamed"]
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,8 @@ class LeaseAnswer:
     ``released``. ``renewed``: ``lease`` is the caller's, renewed. Nothing changed on the
     others: ``unknown`` (no live session of that id),
     ``cwd`` (the session's cwd is ``cwd``, not the call's), ``not_held`` (a release or renewal
-    of a lease the caller does not hold)."""
+    of a lease the caller does not hold), ``renamed`` (a claim of a file the caller holds under
+    another name, by its recorded identity: the rules look at the file system and re-key it)."""
 
     outcome: Outcome
     cwd: str | None = None

@@ -26,6 +26,10 @@ _BENEATH = f"SELECT {_LEASE} {_FROM} WHERE l.path {{bytewise}} > ? AND l.path {{
 # A claim needs only the first lease beneath that stands in its way (another session's; for
 # a shared claim, an exclusive one): the scan stops there, whatever else is live.
 _IN_THE_WAY_BENEATH = _BENEATH + " AND l.session_id <> ?{exclusive} ORDER BY l.path LIMIT 1"
+# The folder of each live lease (its path up to the last "/", a directory's without its own
+# name): few distinct ones, which beneath_elsewhere resolves.
+_FOLDERS = ("SELECT DISTINCT rtrim(rtrim(path, '/'), replace(rtrim(path, '/'), '/', '')) FROM leases "
+            "WHERE expires_at > ?")
 
 
 def sweep(tx: Tx) -> int:
@@ -61,6 +65,43 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
     return [r[:-1] for r in rows if r[0] not in near and paths.same(r[0], r[-1], path)]
 
 
+def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> Lease | None:
+    """The caller's own live lease of ``path`` itself under another name (a folder above it
+    renamed since, a symlink left in its place): one whose recorded identity is ``path``'s own
+    (store/paths.py's identities: the first, or the second when it is the file's name in its
+    folder, never a folder's above) and whose path still leads there (paths.same) and resolves
+    to ``path`` now. Its claim is a re-claim of that lease, which then follows the file to
+    ``path``: never a second row."""
+    own = tuple(i for i in idents[:2] if i == idents[0] or paths.SEP in i)
+    if not own:
+        return None
+    marks = ", ".join("?" * len(own))
+    # (on the identity index alone: a session's own leases may be many, a file's identity has few)
+    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*own, tx.now))
+    # Its old name must lead to ``path`` now (through the symlink left in its place): a second name
+    # of one inode that stays a name of its own (a hard link, a bind mount) keeps a row of its own.
+    return next((Lease(*r[:-1]) for r in rows if r[1] == session.id and r[0] != path
+                 and coverage.is_directory(r[0]) == coverage.is_directory(path) and paths.same(r[0], r[-1], path)
+                 and paths.canonical(r[0]) == path), None)
+
+
+def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:
+    """Live leases beneath ``directory`` under another name of it (a folder above them renamed
+    since they were granted, a symlink left in its place): those in a folder that, resolved now
+    (store/paths.py's canonical), lies beneath it though its path does not. A lease records its
+    own identity only, so a directory finds them so: the distinct folders of the live leases
+    (one statement, a few rows), each resolved, and the leases of those that moved beneath it
+    (a range of the primary key each); for directory claims and checks alone."""
+    out: list[tuple] = []
+    for (folder,) in tx.all(_FOLDERS, (tx.now,)):
+        if not folder or coverage.covers(directory, folder):  # beneath it by its path: the range found it
+            continue
+        if coverage.covers(directory, coverage.as_directory(paths.canonical(folder.rstrip(paths.SEP) or paths.SEP))):
+            lo, hi = coverage.subtree_range(folder)
+            out += tx.all(_BENEATH.replace(_LEASE, columns, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+    return list(dict.fromkeys(out))
+
+
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:
     """The live leases that contend with a lease of ``path`` (or of one of ``also``): those
     covering it (under any name of its file: ``idents``) and, for a directory, those beneath
@@ -70,6 +111,7 @@ def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, .
         for directory in dict.fromkeys((path, *also)):
             lo, hi = coverage.subtree_range(directory)
             rows += tx.all(_BENEATH.replace(_LEASE, _HELD, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
+        rows += beneath_elsewhere(tx, path, _HELD)
     return sorted(dict.fromkeys(_held(r) for r in rows), key=lambda x: (x.mode, x.token))
 
 
@@ -116,12 +158,16 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     # Only a lease of this very path is re-claimed; the caller's own leases above or
     # beneath it never stand in its way.
     mine = next((h for h in covering if h.session_id == session.id and h.path == path), None)
+    if mine is None and idents:
+        mine = _own_elsewhere(tx, session, path, idents)
     covering += [Lease(*r) for r in _by_identity(tx, path, idents, also)]
     others = [h for h in covering if h.session_id != session.id]
     in_the_way = others if mode == "exclusive" else [h for h in others if h.mode == "exclusive"]
     if coverage.is_directory(path):
         for directory in (path, *also):
             in_the_way += _first_beneath_in_the_way(tx, session, directory, mode)
+        elsewhere = [Lease(*r) for r in beneath_elsewhere(tx, path)]
+        in_the_way += [h for h in elsewhere if h.session_id != session.id and (mode == "exclusive" or h.mode == "exclusive")]
     if in_the_way:
         h = min(in_the_way, key=lambda x: (x.mode, x.token))
         shown = path if asked is None else paths.named(asked, spelled or path, path)
@@ -138,13 +184,16 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
     else:
         # The holder's own lease_claim makes a lease taken at an edit the model's (at_edit 0, as
         # the PostgreSQL function of migrate_5.sql does); an edit of a lease keeps what it was.
+        # (its path too: a lease found under its file's former name follows the file, _own_elsewhere)
         tx.later(
-            "UPDATE leases SET mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
+            "UPDATE leases SET path = ?, mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
             f"at_edit = {'at_edit' if at_edit else '0'} WHERE path = ? AND session_id = ?",
-            (mode, token, ttl_s, expires_at, idents[0] if idents else None, path, session.id),
+            (path, mode, token, ttl_s, expires_at, idents[0] if idents else None, mine.path, session.id),
         )
     previous = mine.mode if mine else None
     marked = {"at_edit": True} if at_edit else {}
+    if mine is not None and mine.path != path:
+        marked["renamed_from"] = mine.path
     tx.log("lease_grant", session.id, path, mode=mode, token=token, expires_at=expires_at, previous_mode=previous,
            **marked)
     acquired_at = tx.now if mine is None else mine.acquired_at
@@ -180,6 +229,8 @@ def _relation(lease: str, path: str) -> str:
         return "is beneath"
     if coverage.covers(path, lease):
         return "covers"
+    if coverage.is_directory(path) and coverage.covers(path, paths.canonical(lease)):
+        return "covers, by the name it has now,"  # a lease taken under its former name (beneath_elsewhere)
     return "is, by device and inode, the file or beneath the folder of"  # another name (_by_identity)
 
 

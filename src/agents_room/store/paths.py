@@ -179,6 +179,32 @@ def glob(pattern: str) -> str:
     return head.rstrip(SEP) + SEP + rest
 
 
+def literal(pattern: str) -> bool:
+    """Whether a ``file:`` glob has no wildcard (``*``, ``?``, ``[``): it names one path."""
+    return not _MAGIC & set(pattern)
+
+
+def current():  # noqa: ANN201 (a closure: Callable[[str], str])
+    """:func:`canonical` for many absolute paths of few folders, as they resolve now: a lease's
+    path stored before a folder above it was renamed (a symlink left in its place) resolves to
+    the folder's new name. Each folder is resolved once (the closure's life: one call of the
+    store), the last name kept as stored; a path with ``..`` is resolved whole."""
+    folders: dict[str, str] = {}
+
+    def now(path: str) -> str:
+        if path == SEP or has_parent(path):
+            return canonical(path)
+        folder, name = path.rstrip(SEP).rsplit(SEP, 1)
+        real = folders.get(folder)
+        if real is None:
+            if len(folders) >= _FOUND_MAX:
+                folders.clear()
+            real = folders[folder] = canonical(folder or SEP)
+        return real.rstrip(SEP) + SEP + name + (SEP if path.endswith(SEP) else "")
+
+    return now
+
+
 def identities(path: str, top: str = "", *, own: bool = False) -> list[str]:
     """What the kernel calls the file of the canonical ``path`` and the folders above it, for a
     lease that follows its file (docs/decisions.md, "One canonical path per file"): first its

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import bounds, coverage, paths
 from .errors import InvalidArgument
 from .leasecall import Claim, Lease, LeaseAnswer, LeaseCall
-from .leases import denial, grant
+from .leases import beneath_elsewhere, denial, grant
 
 if TYPE_CHECKING:
     from .engine import Database
@@ -75,14 +75,26 @@ class Served:
                 return None
             cwd, where = made
             idents = tuple(paths.identities(where, self.cwds.get(sid, ""))) if op == "claim" else ()
+            if op == "claim" and coverage.is_directory(where) and self._beneath_elsewhere(where):
+                return None  # a lease beneath it under a former name: the rules look (the function cannot)
             answer = self.db.serve_lease(LeaseCall(op, sid, cwd, where, ttl_s, mode, idents))
-            if answer is None or answer.outcome in ("unknown", "not_held"):
+            if answer is None or answer.outcome in ("unknown", "not_held", "renamed"):
                 return None
             if answer.cwd is not None:
                 self.cwds[sid] = answer.cwd
             if answer.outcome != "cwd":
                 return answer, where
         return None  # the session moved twice meanwhile: the rules' own transaction
+
+
+    def _beneath_elsewhere(self, directory: str) -> bool:
+        """Whether a live lease lies beneath ``directory`` under another name of it (a folder
+        renamed under it: :func:`.leases.beneath_elsewhere`), in a read before the call: one
+        more round trip, for directory claims alone. A lease granted under a former name after
+        this read and before the call is not seen (a claim resolved before a rename, committed
+        after it)."""
+        with self.db.read() as tx:
+            return bool(beneath_elsewhere(tx, directory))
 
 
 def _same_file(holder: str, path: str) -> bool:

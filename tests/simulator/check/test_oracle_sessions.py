@@ -97,3 +97,25 @@ def test_a_denial_names_a_holder_in_its_way() -> None:
     assert r.check().verdict == "valid"
     r.op("B", "lease_claim", {"path": "/w/r/x.py", "ttl_s": 5}, r.tick(), result={**deny, "holder": "B"})  # itself
     assert rules(r.check()) == {"LR5"}
+
+
+def test_a_trailing_slash_on_a_file_is_refused_never_answered_as_a_folder() -> None:
+    """LR6: x.py/ on a file the run's edits wrote is refused invalid_argument; granted (a
+    directory lease beside the file's) or denied, it was taken for a folder."""
+    r = three()
+    token = r.claim("B", "/w/r/x.py")
+    r.op("B", "edit", {"path": "/w/r/x.py", "token": token}, r.tick(), result={"path": "/w/r/x.py", "token": token})
+    r.op("A", "lease_claim", {"path": "/w/r/x.py/", "ttl_s": 5}, r.tick(), outcome="fail", error="invalid_argument")
+    r.op("C", "lease_claim", {"path": "/w/r/x.py/", "ttl_s": 5}, r.tick(), outcome="fail", error="store_busy")
+    r.claim("A", "/w/r/new/")  # a folder no edit wrote as a file: a directory lease, as ever
+    assert r.check().verdict == "valid"
+    r.claim("C", "/w/r/x.py/")  # beside B's exclusive lease of the file
+    v = r.check()
+    assert rules(v) == {"LR6"}
+    bad = next(x for x in v.violations if x.details.get("rule") == "LR6")
+    assert "was granted on /w/r/x.py/, but /w/r/x.py is a file" in bad.message
+    r.op("A", "note_read", {"path": "/w/r/y.py"}, r.tick(), result={"hash": "ab" * 32})  # hashed: a file
+    r.op("B", "note_read", {"path": "/w/r/z.py"}, r.tick(), outcome="fail", error="invalid_argument")
+    r.claim("B", "/w/r/y.py/")
+    r.claim("B", "/w/r/z.py/")  # (z.py: nothing says it is a file)
+    assert sum(x.details.get("rule") == "LR6" for x in r.check().violations) == 2

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from sim.check.identity import Spellings
-from sim.run.layout import Layout, inner_file, prepare, read_spellings
+from sim.run.layout import MOVED, Layout, inner_file, move_src, prepare, read_spellings
 from sim.scenario.scenario import parse
 
 SCENARIO = """
@@ -72,6 +72,28 @@ def test_inner_spellings_name_src_through_a_symlinked_folder_and_through_dotdot(
     for name in spelled:
         assert names.path(f"{layout.out}/spelled/2/core/{name}") == f"{real}/core/src/mod_00.py"
     assert names.path(f"{layout.repos}/edge/alias/mod_00.py") == f"{layout.repos}/edge/alias/mod_00.py"  # edge: none
+
+
+def test_a_moved_src_is_the_same_folder_under_a_symlink_and_judged_by_its_old_name(tmp_path: Path) -> None:
+    """``move_src_at_s``: ``src/`` becomes ``src.moved/`` (the same folder, device and inode) and
+    ``src`` a symlink to it, in one step; every spelling of a file still leads to it, and
+    spellings.json maps the new name back to ``src`` for the checker."""
+    scenario = parse(SCENARIO.replace('name = "core"', 'name = "core"\ninner_spellings = 3\nmove_src_at_s = 2', 1))
+    assert scenario.repos[0].move_src_at_s == 2 and scenario.repos[1].move_src_at_s == 0
+    layout = Layout(tmp_path / "run")
+    prepare(scenario, layout)
+    real = os.path.realpath(layout.repos)
+    before = os.stat(layout.repos / "core" / "src")
+    move_src(layout.repos / "core")
+    moved = layout.repos / "core" / MOVED
+    assert (layout.repos / "core" / "src").is_symlink() and not moved.is_symlink()
+    assert (os.stat(moved).st_dev, os.stat(moved).st_ino) == (before.st_dev, before.st_ino)
+    for name in ("src/mod_00.py", "alias/mod_00.py", "via/../mod_00.py"):
+        assert os.path.realpath(layout.repos / "core" / name) == f"{real}/core/{MOVED}/mod_00.py"
+    names = Spellings(read_spellings(layout))
+    assert names.path(f"{real}/core/{MOVED}/mod_00.py") == f"{real}/core/src/mod_00.py"
+    assert names.path(f"{layout.out}/spelled/2/core/{MOVED}/") == f"{real}/core/src/"
+    assert names.path(f"{real}/edge/{MOVED}/mod_00.py") == f"{real}/edge/{MOVED}/mod_00.py"  # edge: never moved
 
 
 def test_a_run_folder_reached_through_a_symlink_records_that_spelling_too(tmp_path: Path) -> None:

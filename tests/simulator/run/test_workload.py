@@ -203,6 +203,16 @@ def test_a_refactor_claims_a_directory_written_with_its_slash() -> None:
     assert workload.directories(FILES)[2] == "/r/src/mod_0/"  # beside src/mod_00.py: a prefix, not a parent
 
 
+def test_a_file_slash_claims_one_of_its_files_written_as_a_folder() -> None:
+    ops = draw(mix(file_slash=1), Known())
+    assert {op.args["path"] for op in ops} == {f + "/" for f in FILES.paths}
+    assert all(op.f == "lease_claim" and op.kind == "file-slash" for op in ops)
+    assert {op.args["mode"] for op in ops} == {"shared", "exclusive"}
+    checks = draw(mix(check_directory=1), Known())
+    assert {op.args["path"] for op in checks} == set(workload.directories(FILES))
+    assert all(op.f == "lease_check" and op.kind == "directory" for op in checks)
+
+
 def test_an_edit_may_go_under_an_exclusive_directory_lease() -> None:
     now = 1000.0
     src = {"/r/src/": Held("exclusive", 7, now + 10)}

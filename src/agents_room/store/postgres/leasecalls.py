@@ -88,7 +88,7 @@ def serve(db: Any, call: LeaseCall, begin: str, durable: str) -> LeaseAnswer:
 def _answer(call: LeaseCall, row: Any, names: tuple[str, ...]) -> LeaseAnswer:
     got = dict(zip(names, row, strict=True))
     outcome = got["o_outcome"]
-    if outcome in ("unknown", "cwd", "not_held", "released"):
+    if outcome in ("unknown", "cwd", "not_held", "released", "renamed"):
         return LeaseAnswer(outcome, cwd=got["o_cwd"])
     if outcome == "renewed":
         lease = Lease(call.path, call.session_id, got["o_label"], got["o_mode"], got["o_token"], got["o_acquired"],

@@ -33,6 +33,20 @@ BEGIN
         o_outcome := 'cwd';
         RETURN;
     END IF;
+    -- 'renamed' (nothing changed): the caller holds this path's file under another name (a folder
+    -- above it renamed under the lease), which store/leases.py's rules re-key once the name is
+    -- found to lead there still (they can look at the file system; this function cannot).
+    IF p_ident IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.path = p_path AND l.session_id = p_session AND l.expires_at > o_now)
+       -- (its file's own identities only, never a folder's above: on the identity index alone, OFFSET 0
+       -- keeping the planner off the session's leases, which may be thousands)
+       AND EXISTS (SELECT 1 FROM (SELECT l.session_id, l.path, l.expires_at FROM leases l
+                                  WHERE l.ident = ANY (ARRAY[p_ident, CASE WHEN strpos(p_idents[2], '/') > 0
+                                                                           THEN p_idents[2] END]) OFFSET 0) o
+                   WHERE o.session_id = p_session AND o.path <> p_path AND o.expires_at > o_now) THEN
+        o_outcome := 'renamed';
+        RETURN;
+    END IF;
     UPDATE sessions SET last_seen = o_now WHERE id = p_session;
     WITH gone AS (
         DELETE FROM leases WHERE expires_at <= o_now RETURNING path, session_id, mode, token, expires_at
