@@ -61,8 +61,8 @@ CALLER = """SELECT s.cwd, s.label INTO o_cwd, o_label FROM sessions s WHERE s.id
     ELSIF p_cwd IS NOT NULL AND o_cwd <> p_cwd THEN
         o_outcome := 'cwd';
         RETURN;
-    END IF;
-    UPDATE sessions SET last_seen = o_now WHERE id = p_session;"""
+    END IF;"""
+TOUCH = "\n    UPDATE sessions SET last_seen = o_now WHERE id = p_session;"
 CALLER_TOUCHED = """UPDATE sessions SET last_seen = o_now WHERE id = p_session AND left_at IS NULL AND (p_cwd IS NULL OR cwd = p_cwd)
     RETURNING cwd, label INTO o_cwd, o_label;
     IF NOT FOUND THEN
@@ -85,9 +85,11 @@ def variants(conn: Any) -> dict[str, tuple[str, str]]:
     claim, release = (conn.execute("SELECT pg_get_functiondef(%s::regproc)", (f"agents_room_lease_{op}",)).fetchone()[0]
                       for op in ("claim", "release"))
     both = f"{claim};\n{release};\n"
-    lean = _swap(both, SWEEP, "IF (SELECT min(expires_at) FROM leases) <= o_now THEN\n    " + SWEEP, 2)
+    # lean: the claim's caller looked up and touched in one statement (its checks between them
+    # then run after the touch), and the sweep only when something expired
+    lean = f"{_swap(_swap(claim, CALLER, CALLER_TOUCHED), TOUCH, '')};\n{release};\n"
+    lean = _swap(lean, SWEEP, "IF (SELECT min(expires_at) FROM leases) <= o_now THEN\n    " + SWEEP, 2)
     lean = _swap(lean, "    FROM gone;\n", "    FROM gone;\n    END IF;\n", 2)
-    lean = _swap(lean, CALLER, CALLER_TOUCHED)
     try_sync = _swap(both, LOCK, f"IF NOT pg_try_advisory_xact_lock(7018704367216558081) THEN\n        {LOCK}\n"
                                  "    END IF;", 2)
     per_path = _swap(both, LOCK, PATH_LOCKS, 2)
