@@ -324,13 +324,13 @@ def judged(request: Any, store: Any) -> dict[str, Any] | None:
                               db=store.location.target, keys=keys, ancestors=ancestors, cwd=cwd, store=store)}
 
 
-def _asked(args: Any, data: dict[str, Any], db: str | None) -> dict[str, Any] | None:
+def _asked(args: Any, data: dict[str, Any], db: str | None, keys: list[str],
+           ancestors: list[int]) -> dict[str, Any] | None:
     """The answer of the agent's own server (editguard_serve.py), or None: judge here."""
     from .editguard_serve import ask
 
-    ancestors = _ancestors()
     request = {"harness": args.harness, "edits": args.edits, "read": bool(args.read), "data": data,
-               "db": db or os.environ.get("AGENTS_ROOM_DB") or None, "keys": _keys(data),
+               "db": db or os.environ.get("AGENTS_ROOM_DB") or None, "keys": keys,
                "ancestors": ancestors, "cwd": os.getcwd()}
     return ask(request, ancestors, _dumps, _loads)
 
@@ -349,9 +349,11 @@ def run(args: Any) -> int:
                                             str(os.getppid()))
     else:
         try:
-            out = _asked(args, data, db)
+            keys, ancestors = _keys(data), _ancestors()  # once, for the server or for this process
+            out = _asked(args, data, db, keys, ancestors)
             if out is None:  # no server of its agent answered: judged here
-                out = respond(args.harness, data, edits=args.edits, read=args.read, db=db)
+                out = respond(args.harness, data, edits=args.edits, read=args.read, db=db, keys=keys,
+                              ancestors=ancestors)
             else:
                 out = out["answer"]
         except Exception as exc:  # noqa: BLE001 (fail open, whatever broke)
