@@ -26,6 +26,7 @@ other traffic goes to the model's server as their proxy, which refuses it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -93,7 +94,7 @@ def one_turn(model: ScriptedModel, harness: str, binary: str, root: Path, n: int
         shutil.rmtree(home, ignore_errors=True)
 
 
-def measure(harnesses: list[str], calls: int, turns: int) -> list[dict[str, Any]]:
+def measure(harnesses: list[str], calls: int, turns: int, raw: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     rows = []
     root = Path(tempfile.mkdtemp(prefix="bench-harness-turn-"))
     try:
@@ -108,6 +109,9 @@ def measure(harnesses: list[str], calls: int, turns: int) -> list[dict[str, Any]
                     for installed in order:
                         runs[installed].append(one_turn(model, harness, located.path, root, 2 * k + order.index(installed),
                                                         calls, installed))
+                if raw is not None:
+                    raw += [{"harness": harness, "agents_room": i, "turn": n, **r} for i in (False, True)
+                            for n, r in enumerate(runs[i])]
                 for installed in (False, True):
                     gaps = np.asarray([g for r in runs[installed] for g in r["gaps"]])
                     rows.append({"harness": harness, "agents_room": installed, "turns": turns, "calls": len(gaps),
@@ -124,12 +128,16 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=30, help="shell calls per turn (default 30)")
     parser.add_argument("--turns", type=int, default=4, help="turns per setup and harness (default 4)")
     parser.add_argument("--harness", nargs="+", choices=HARNESSES, default=list(HARNESSES))
+    parser.add_argument("--raw", type=Path, help="also write every turn's gaps (ms, in order), CPU and RSS here (JSON)")
     args = parser.parse_args()
     if args.calls <= WARMUP or args.turns < 1:
         parser.error(f"--calls must exceed {WARMUP} and --turns be at least 1")
     load0 = os.getloadavg()
     began = time.monotonic()
-    rows = measure(args.harness, args.calls, args.turns)
+    raw: list[dict[str, Any]] | None = [] if args.raw else None
+    rows = measure(args.harness, args.calls, args.turns, raw)
+    if args.raw:
+        args.raw.write_text(json.dumps(raw, indent=1))
     load1 = os.getloadavg()
     print(f"{args.turns} turns x {args.calls} shell calls per setup and harness ({WARMUP} warm-up calls left out "
           f"of each turn); {os.cpu_count()} cores, load {load0[0]:.1f} at the start and {load1[0]:.1f} at the end; "
