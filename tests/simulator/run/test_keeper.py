@@ -8,7 +8,7 @@ import random
 import pytest
 
 from sim.run import keeper, workload
-from sim.run.workload import Files, Held, Known
+from sim.run.workload import Files, Held, Known, Op
 from sim.scenario.scenario import ScenarioError, Workload, parse
 
 FILES = Files(tuple(f"/r/src/mod_{i:02d}.py" for i in range(4)), hot=2, tags=("core",), rooms=("team",))
@@ -37,13 +37,19 @@ def test_a_keeper_renews_where_an_agent_would_let_a_lease_go() -> None:
     # a claim of what it does not hold stays a claim; the rest of the mix is left alone
     assert {op.args["path"] for op in ops if op.f == "lease_claim"} >= {FILES.paths[2], FILES.paths[3]}
     assert {op.f for op in ops} >= {"lease_check", "msg_recv"}
+    # a refactor looks at its folder, never takes it: a keeper holds files only
+    assert not [op for op in ops if op.f == "lease_claim" and op.args["path"].endswith("/")]
+    assert [op for op in ops if op.f == "lease_check" and op.kind == "directory"]
+    assert any(op.f == "lease_claim" and op.kind == "directory" for op in drawn)
 
 
-def test_a_keeper_holding_nothing_draws_as_any_agent() -> None:
+def test_a_keeper_holding_nothing_draws_as_any_agent_but_for_folders() -> None:
     w = Workload(mix=tuple(LETTING_GO.items()), lease_ttl_s=(1, 2), max_held=3)
     a, b = random.Random(3), random.Random(3)
-    assert [keeper.next_op(w, FILES, Known(), a) for _ in range(200)] == \
-        [workload.next_op(w, FILES, Known(), b) for _ in range(200)]
+    kept = [keeper.next_op(w, FILES, Known(), a) for _ in range(200)]
+    drawn = [workload.next_op(w, FILES, Known(), b) for _ in range(200)]
+    looked = [Op("lease_check", {"path": op.args["path"]}, "directory") if op.kind == "directory" else op for op in drawn]
+    assert kept == looked and kept != drawn
 
 
 SCENARIO = """
