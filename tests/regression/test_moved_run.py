@@ -34,9 +34,9 @@ def test_the_moved_scenario_is_valid_for_the_shipped_store(tmp_path: Path) -> No
     assert moved, "no grant under the new name: the move did not happen during the run"
     after_old = [e for e in events if e.kind.startswith("lease_") and "/src/" in e.path and e.seq > moved[0].seq]
     assert after_old, "no lease under the old name lived past the move"
-    # Each repository's first agent is a keeper ([[repos]] keepers): its leases are renewed under the
+    # kept's first agent (a13) is a keeper ([[repos]] keepers): its leases are renewed under the
     # old name after the move, never re-keyed by a claim of the new one (sim/run/keeper.py).
     label = {e.session_id: e.payload["label"] for e in events if e.kind == "join"}
-    keepers = {sid for sid, name in label.items() if name in ("a00", "a10")}
+    keepers = {sid for sid, name in label.items() if name == "a13"}
     assert [e for e in after_old if e.kind == "lease_renew" and e.session_id in keepers], "no keeper renewed by the old name"
     assert not [e for e in grants if e.session_id in keepers and e.payload.get("renamed_from")], "a keeper re-keyed"
