@@ -69,7 +69,7 @@ lease_claim = 1
 
 
 def test_keepers_are_read_per_repository_and_bounded() -> None:
-    """(The runner makes the first ``keepers`` of a repository's agents keepers: a00 of
+    """(The runner makes the first ``keepers`` of a repository's agents keepers: a13 of
     moved.toml's kept, whose leases tests/regression/test_moved_run.py sees renewed under the
     old name after the move, never re-keyed.)"""
     assert [r.keepers for r in parse(SCENARIO.format(keepers=2)).repos] == [2, 0]
