@@ -172,7 +172,8 @@ def table(runs: list[dict]) -> str:
                  for r in mine]
         miss = "; missed: " + ", ".join(str(r["claims"]) + (" (starved)" if _starved(r) else "")
                                          for r in missed) if missed else ""
-        rows.append(f"| `{m.name}` | `{m.scenario.name}` | {', '.join(wanted) or 'any in its scope'} | {'yes' if m.ci else ''} "
+        must = ", ".join(wanted) or "any in its scope"
+        rows.append(f"| `{m.name}` | `{m.scenario.name}` | {must} | {'yes' if m.ci else ''} "
                     f"| {n}/{len(mine)} | {span(shown)} | {span(made)}{miss} |")
     return "\n".join(rows)
 

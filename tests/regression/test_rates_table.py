@@ -11,8 +11,8 @@ from mutants.rates import table  # noqa: E402
 
 
 def run(mutant: str | None, violations: dict[str, int], claims: int, ok: bool = True) -> dict:
-    return {"mutant": mutant, "seed": 1, "exit": 1 if violations else 0, "verdict": "invalid" if violations else "valid",
-            "violations": violations, "claims": claims, "starved": False, "ok": ok}
+    return {"mutant": mutant, "seed": 1, "exit": 1 if violations else 0, "violations": violations,
+            "verdict": "invalid" if violations else "valid", "claims": claims, "starved": False, "ok": ok}
 
 
 def test_a_mutant_with_no_required_invariant_counts_all_of_its_violations() -> None:

@@ -32,7 +32,8 @@ def test_a_keeper_renews_where_an_agent_would_let_a_lease_go() -> None:
     assert not [op for op in ops if op.f in ("lease_release", "churn", "stale_session") or op.kind == "stale"]
     assert not [op for op in ops if op.f == "lease_claim" and op.args["path"] in held]  # a re-claim re-keys
     renewals = [op for op in ops if op.f == "lease_renew"]
-    assert renewals and all(op.kind == "keep" and op.args["path"] == FILES.paths[1] for op in renewals)  # runs out first
+    # each of the lease that runs out first
+    assert renewals and all(op.kind == "keep" and op.args["path"] == FILES.paths[1] for op in renewals)
     assert {op.args["ttl_s"] for op in renewals} == {1, 2}
     # a claim of what it does not hold stays a claim; the rest of the mix is left alone
     assert {op.args["path"] for op in ops if op.f == "lease_claim"} >= {FILES.paths[2], FILES.paths[3]}
@@ -48,7 +49,8 @@ def test_a_keeper_holding_nothing_draws_as_any_agent_but_for_folders() -> None:
     a, b = random.Random(3), random.Random(3)
     kept = [keeper.next_op(w, FILES, Known(), a) for _ in range(200)]
     drawn = [workload.next_op(w, FILES, Known(), b) for _ in range(200)]
-    looked = [Op("lease_check", {"path": op.args["path"]}, "directory") if op.kind == "directory" else op for op in drawn]
+    looked = [Op("lease_check", {"path": op.args["path"]}, "directory") if op.kind == "directory" else op
+              for op in drawn]
     assert kept == looked and kept != drawn
 
 
