@@ -28,7 +28,7 @@ from ..check.history import Writer, process_id
 from ..faults.clock import SharedClock
 from ..faults.saboteur import Control, Saboteur
 from ..scenario import scenario as scenario_mod
-from . import editguard, workload
+from . import editguard, keeper, workload
 from .agentconfig import Config
 from .agentproc import children_cpu_s, self_cpu_s, start_driver
 from .drivers import SIM_LEVER, Driver, OpError, open_driver
@@ -48,6 +48,7 @@ class Agent:
         self.generation = cfg.generation
         self.writer = Writer(Path(cfg.history_dir), process_id(cfg.agent_no, cfg.n_agents, cfg.generation), cfg.agent)
         self.files = workload.Files(tuple(cfg.files), cfg.hot, tuple(cfg.all_tags), tuple(cfg.rooms))
+        self.next_op = keeper.next_op if cfg.keeper else workload.next_op  # a keeper renews where others let go
         self.known = Known()
         self.session: str | None = None
         self.sent = 0
@@ -286,12 +287,12 @@ class Agent:
                     time.sleep(wait / 1e9)
                 if self.session is None and not self.join():
                     continue
-                self.perform(workload.next_op(self.w, self.files, self._view(), self.rng), {"intended": intended})
+                self.perform(self.next_op(self.w, self.files, self._view(), self.rng), {"intended": intended})
             return
         while time.monotonic_ns() < end_ns:
             if self.session is None and not self.join():
                 continue
-            self.perform(workload.next_op(self.w, self.files, self._view(), self.rng))
+            self.perform(self.next_op(self.w, self.files, self._view(), self.rng))
             pause = workload.think_time(self.w.think, self.rng)
             slept = max(0.0, min(pause, (end_ns - time.monotonic_ns()) / 1e9)) if pause else 0.0
             if slept:

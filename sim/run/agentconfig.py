@@ -32,6 +32,7 @@ class Config:
     http_url: str | None = None  # the http driver: its host's agents-room serve --http for its repo
     autonomy: str | None = None  # the level it joins at (its repo's); None: drawn with rejoin, else the default
     wake_lever: bool = False  # it joins with the simulator's wake lever (drivers.SIM_LEVER)
+    keeper: bool = False  # it never lets a lease go, renewing instead (sim/run/keeper.py; [[repos]] keepers)
     harness: str | None = None  # the harness driver: the CLI that makes its calls (claude-code, codex, gemini)
     # guarded edits: per harness, the edit guard's commands its install wrote (sim/run/editguard.py;
     # empty lists with ``[workload] edits = "off"``); None: the mix has no guarded_edit

@@ -121,7 +121,7 @@ class Runner:
             "agent": name, "agent_no": no, "n_agents": n_total, "generation": generation, "cwd": str(repo_path),
             "files": [f"{repo_path}/{inner_file(f, repo, position)}" for f in files], "hot": hot, "rooms": list(repo.rooms),
             "tags": list(repo.tags), "all_tags": self.scn.tags, "harness_key": key, "db": str(self.layout.db),
-            "autonomy": repo.autonomy, "wake_lever": repo.wake_lever,
+            "autonomy": repo.autonomy, "wake_lever": repo.wake_lever, "keeper": position < repo.keepers,
             "history_dir": str(self.layout.history), "scenario": str(self.layout.out / "scenario.toml"),
             "env": server_env, **self.agent_config,
         }

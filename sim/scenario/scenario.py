@@ -75,6 +75,7 @@ class Repo:
     # Spellings of src/ inside it (sim/run/layout.py's INNER): 2 adds alias/ (-> src), 3 also via/../ (via -> src/pkg)
     inner_spellings: int = 1
     move_src_at_s: float = 0.0  # src/ renamed src.moved/ under live leases, a symlink left (layout.py's move_src)
+    keepers: int = 0  # its first agents that never let a lease go, renewing instead (sim/run/keeper.py)
     # The harness driver: each agent's CLI in turn (agent k runs harnesses[k % n]); empty: HARNESSES.
     harnesses: tuple[str, ...] = ()
 
@@ -245,6 +246,7 @@ def _read_repo(data: Any, i: int) -> Repo:
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
         inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
         move_src_at_s=t.number("move_src_at_s", Repo.move_src_at_s, 0.0, 86_400.0),
+        keepers=t.integer("keepers", Repo.keepers, 0, 512),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:

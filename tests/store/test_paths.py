@@ -406,6 +406,24 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
     assert rows(store, "SELECT count(*) FROM leases WHERE session_id = ?", (a,)) == [(1,)]
 
 
+def test_a_file_send_by_the_new_name_reaches_a_lease_of_the_renamed_folder_itself(store: Store, real: Path) -> None:
+    """Alice holds the directory ``src/`` itself when ``src`` is moved to ``src2`` (a symlink left
+    in its place): the folder her lease names is the one renamed, its last name, so a ``file:``
+    send by a file's new name (or through the symlink) must resolve her lease's own name too
+    (found by scenarios/moved.toml: SE3, a holder of ``src/`` missed by a send just after the move)."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    assert store.lease_claim(a, "src/", mode="shared").ok
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    assert rows(store, "SELECT path FROM leases WHERE session_id = ?", (a,)) == [(f"{real}/src/",)]
+    for to in (f"{real}/src2/x.py", "src2/x.py", f"{real}/src/x.py", "src/x.py", "src2/new/z.py"):
+        assert store.msg_send(b, f"file:{to}", body="soon?").recipients == [a], to
+        with store.db.write() as tx:  # matched in the transaction too (a lease taken after the snapshot)
+            assert messages.resolve_selector(tx, store._session(tx, b, touch=False), f"file:{to}", "") == [a], to
+    assert store.msg_send(b, "file:lib/y.py", body="elsewhere").recipients == []
+
+
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
     """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its

@@ -188,19 +188,25 @@ def current():  # noqa: ANN201 (a closure: Callable[[str], str])
     """:func:`canonical` for many absolute paths of few folders, as they resolve now: a lease's
     path stored before a folder above it was renamed (a symlink left in its place) resolves to
     the folder's new name. Each folder is resolved once (the closure's life: one call of the
-    store), the last name kept as stored; a path with ``..`` is resolved whole."""
+    store), a file's last name kept as stored; a directory's (``/`` at the end) is a folder's,
+    resolved too (a lease of the very folder renamed); a path with ``..`` is resolved whole."""
     folders: dict[str, str] = {}
 
-    def now(path: str) -> str:
-        if path == SEP or has_parent(path):
-            return canonical(path)
-        folder, name = path.rstrip(SEP).rsplit(SEP, 1)
+    def folder_now(folder: str) -> str:
         real = folders.get(folder)
         if real is None:
             if len(folders) >= _FOUND_MAX:
                 folders.clear()
-            real = folders[folder] = canonical(folder or SEP)
-        return real.rstrip(SEP) + SEP + name + (SEP if path.endswith(SEP) else "")
+            real = folders[folder] = canonical(folder or SEP).rstrip(SEP)
+        return real
+
+    def now(path: str) -> str:
+        if path == SEP or has_parent(path):
+            return canonical(path)
+        if path.endswith(SEP):
+            return folder_now(path.rstrip(SEP)) + SEP
+        folder, name = path.rsplit(SEP, 1)
+        return folder_now(folder) + SEP + name
 
     return now
 
