@@ -406,27 +406,68 @@ def test_a_lease_renamed_under_its_holder_is_one_lease_to_everyone(store: Store,
     assert rows(store, "SELECT count(*) FROM leases WHERE session_id = ?", (a,)) == [(1,)]
 
 
+def _save_by_rename(path: Path, text: str) -> None:
+    """An editor's save: a temporary file beside it, renamed over it (a new inode)."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+def test_a_lease_follows_its_file_saved_by_rename_then_its_folder_renamed(store: Store, real: Path) -> None:
+    """alice holds ``src/x.py``, saves it by rename (a new inode: the one recorded at her claim
+    names no file now), then ``src`` becomes ``src2`` with a symlink left in its place: her lease,
+    still stored as ``src/x.py``, is found under ``src2/x.py`` by the file's name in its folder
+    (the folder keeps its inode through the rename). Bob's claim is denied naming her, his check
+    lists her, his drift after her next save says she holds it, the commit guard refuses his
+    commit of it; her own claim by the new name re-keys her one row."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    first = store.lease_claim(a, "src/x.py").lease
+    store.note_read(b, "src/x.py")
+    _save_by_rename(real / "src" / "x.py", "x = 2\n")
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    moved = f"{real}/src2/x.py"
+    denied = store.lease_claim(b, "src2/x.py")
+    assert not denied.ok and (denied.holder.session_id, denied.holder.path) == (a, f"{real}/src/x.py")
+    assert not store.lease_claim(b, moved, mode="shared").ok
+    assert [h.session_id for h in store.lease_check(b, "src2/x.py").holders] == [a]
+    _save_by_rename(real / "src2" / "x.py", "x = 3\n")
+    drift = store.drift_check(b, "src2/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+    with store.db.read() as tx:
+        for identify in (paths.identities, paths.identifier(str(real))):  # the guard's own closure too
+            assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, [moved], {b}, identify, paths.same)] == [
+                (moved, f"{real}/src/x.py", a)]
+    again = store.lease_claim(a, "src2/x.py")
+    assert again.ok and again.lease.token > first.token and again.lease.acquired_at == first.acquired_at
+    assert rows(store, "SELECT path FROM leases WHERE session_id = ?", (a,)) == [(moved,)]
+    assert not store.lease_claim(b, "src/x.py").ok  # her re-keyed row, by the old name now
+
+
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
-    """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its
-    path alone while it lives; one granted after carries its file's identity. The at_edit
-    column is added false: a lease granted before was the model's own."""
+    """Schema 4 -> 6: the ident and name_ident columns are added empty: a lease granted before is
+    found by its path alone while it lives; one granted after carries its file's identity and its
+    name in its folder. The at_edit column is added false: a lease granted before was the model's
+    own."""
     import sqlite3
 
     with Store.open(location) as store:
         a = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(a, "src/x.py").ok
     conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
-    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; "
-                       "ALTER TABLE leases DROP COLUMN at_edit; PRAGMA user_version=4;")
+    conn.executescript("DROP INDEX leases_ident; DROP INDEX leases_name_ident; ALTER TABLE leases DROP COLUMN ident; "
+                       "ALTER TABLE leases DROP COLUMN name_ident; ALTER TABLE leases DROP COLUMN at_edit; "
+                       "PRAGMA user_version=4;")
     conn.close()
     with Store.open(location) as store:
-        assert store.health()["schema_version"] == 5
+        assert store.health()["schema_version"] == 6
         b = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(b, "src/x.py").holder.session_id == a
         assert store.lease_claim(b, "lib/y.py").ok
-        assert rows(store, "SELECT path, ident IS NULL, at_edit FROM leases ORDER BY path") == [
-            (f"{real}/lib/y.py", 0, 0), (f"{real}/src/x.py", 1, 0)]
+        assert rows(store, "SELECT path, ident IS NULL, name_ident IS NULL, at_edit FROM leases ORDER BY path") == [
+            (f"{real}/lib/y.py", 0, 0, 0), (f"{real}/src/x.py", 1, 1, 0)]
 
 
 _MOUNTED = """

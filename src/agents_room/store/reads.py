@@ -148,9 +148,10 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
         (*cover, read_seq, session.id),
     )
     if not holder and idents:
-        holder = next((sid for sid, lease_path, ident in tx.all(
-            f"SELECT session_id, path, ident FROM leases WHERE ident IN ({_marks(idents)}) AND session_id <> ? "
-            "AND expires_at > ? ORDER BY token", (*idents, session.id, tx.now)) if paths.same(lease_path, ident, path)), None)
+        holder = next((sid for sid, lease_path, ident, name in tx.all(
+            f"SELECT session_id, path, ident, name_ident FROM leases WHERE (ident IN ({_marks(idents)}) "
+            f"OR name_ident IN ({_marks(idents)})) AND session_id <> ? AND expires_at > ? ORDER BY token",
+            (*idents, *idents, session.id, tx.now)) if paths.same(lease_path, ident, path, name)), None)
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
