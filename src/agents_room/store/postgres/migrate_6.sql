@@ -19,6 +19,8 @@ DECLARE
     h RECORD;
     -- store/paths.py's recorded: the file's name in its folder, when it exists (p_ident is its inode then)
     v_name TEXT := CASE WHEN strpos(p_ident, '/') = 0 AND strpos(p_idents[2], '/') > 0 THEN p_idents[2] END;
+    -- with p_ident, the file's own identities (never a folder's above): what the 'renamed' probe looks for
+    v_own TEXT := CASE WHEN strpos(p_idents[2], '/') > 0 THEN p_idents[2] END;
 BEGIN
     -- The write lock first (with synchronous_commit off for this transaction), then the time.
     PERFORM pg_advisory_xact_lock(7018704367216558081), set_config('synchronous_commit', 'off', true);
@@ -40,11 +42,16 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM leases l WHERE l.path = p_path AND l.session_id = p_session AND l.expires_at > o_now)
        -- (its file's own identities only, never a folder's above: on the identity index alone, OFFSET 0
        -- keeping the planner off the session's leases, which may be thousands)
-       AND EXISTS (SELECT 1 FROM (SELECT l.session_id, l.path, l.expires_at FROM leases l
-                                  WHERE l.ident = ANY (ARRAY[p_ident, CASE WHEN strpos(p_idents[2], '/') > 0
-                                                                           THEN p_idents[2] END])
-                                     OR l.name_ident = ANY (ARRAY[p_ident, CASE WHEN strpos(p_idents[2], '/') > 0
-                                                                                THEN p_idents[2] END]) OFFSET 0) o
+       -- (each column and value its own equality, UNION ALL: an OR of the columns, or a list of the
+       -- values, was planned as a scan of every lease while the table had no statistics yet)
+       AND EXISTS (SELECT 1 FROM (SELECT l.session_id, l.path, l.expires_at FROM leases l WHERE l.ident = p_ident
+                                  UNION ALL
+                                  SELECT l.session_id, l.path, l.expires_at FROM leases l WHERE l.ident = v_own
+                                  UNION ALL
+                                  SELECT l.session_id, l.path, l.expires_at FROM leases l WHERE l.name_ident = p_ident
+                                  UNION ALL
+                                  SELECT l.session_id, l.path, l.expires_at FROM leases l WHERE l.name_ident = v_own
+                                  OFFSET 0) o
                    WHERE o.session_id = p_session AND o.path <> p_path AND o.expires_at > o_now) THEN
         o_outcome := 'renamed';
         RETURN;
