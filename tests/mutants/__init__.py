@@ -84,6 +84,11 @@ MUTANTS = (
            "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
            "row of one file for one session",
            ("lease-release-held",), (), scenario=MOVED, ci=False),
+    Mutant("name-unrecorded", "mutants.spellings:name_unrecorded",
+           "a lease records its file's inode alone, never its name in its folder (schema 6's name_ident): once its "
+           "holder's edit saved the file by rename and src/ was renamed, a claim by the file's new name is granted "
+           "beside the lease under its old",
+           ("lease-exclusive",), (), ci=False),
     Mutant("renamed-beneath-unseen", "mutants.spellings:renamed_beneath_unseen",
            "directory claims and checks see beneath them by path alone: src.moved/ granted over, and its lease_check "
            "blind to, leases taken beneath it as src/",
