@@ -79,16 +79,18 @@ MUTANTS = (
     Mutant("identity-blind", "mutants.spellings:identity_blind",
            "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
            "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
-           ("lease-exclusive",), (), scenario=MOVED, ci=False),
+           ("lease-exclusive",), (), ci=False),
     Mutant("rename-second-row", "mutants.spellings:rename_second_row",
            "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
            "row of one file for one session",
-           ("lease-release-held",), (), scenario=MOVED, ci=False),
+           ("lease-release-held",), (), ci=False),
     Mutant("name-unrecorded", "mutants.spellings:name_unrecorded",
            "a lease records its file's inode alone, never its name in its folder (schema 6's name_ident): once its "
            "holder's edit saved the file by rename and src/ was renamed, a claim by the file's new name is granted "
-           "beside the lease under its old",
-           ("lease-exclusive",), (), ci=False),
+           "beside the lease under its old, and its holder's own claim by the new name takes a second row",
+           # (caught by either: another's claim while such a lease lives, lease-exclusive; its holder's,
+           # lease-release-held; a run whose edits and move leave no such lease alive is a miss)
+           (), (), ci=False),
     Mutant("renamed-beneath-unseen", "mutants.spellings:renamed_beneath_unseen",
            "directory claims and checks see beneath them by path alone: src.moved/ granted over, and its lease_check "
            "blind to, leases taken beneath it as src/",
