@@ -164,12 +164,14 @@ def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[st
     for start in range(0, len(names), CHUNK):
         chunk = names[start:start + CHUNK]
         # (a lease records its file's name in its folder too, from schema 6: store/paths.py's recorded)
-        named = f" OR l.name_ident IN ({_marks(len(chunk))})" if by_name else ""
+        # (only the names among the identities: a recorded name is never a folder's own identity)
+        names = [i for i in chunk if "/" in i] if by_name else []
+        named = f" OR l.name_ident IN ({_marks(len(names))})" if names else ""
         for ident, name, lease_path, sid, label, harness, expires_at in tx.all(
             f"SELECT l.ident, {'l.name_ident' if by_name else 'NULL'}, l.path, l.session_id, s.label, s.harness, "
             f"l.expires_at FROM leases l JOIN sessions s ON s.id = l.session_id "
             f"WHERE (l.ident IN ({_marks(len(chunk))}){named}) AND l.mode = 'exclusive' AND l.expires_at > ?",
-            (*chunk, *(chunk if by_name else ()), tx.now),
+            (*chunk, *names, tx.now),
         ):
             if sid in own:
                 continue

@@ -20,8 +20,9 @@ _HELD = _LEASE + ", l.at_edit"  # a HeldLease's: what lease_check and lease_list
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
 _LIVE = "l.expires_at > ?"
 # A lease of one of a path's identities (store/paths.py): its file's own, recorded at the claim,
-# or its name in its folder (paths.recorded), each on its own index ({marks}: one "?" each, twice).
-_BY_IDENTITY = "(l.ident IN ({marks}) OR l.name_ident IN ({marks}))"
+# or its name in its folder (paths.recorded), each on its own index; a name is only ever looked
+# up among the identities that are names ("<dev>:<ino>/rest"), never a folder's own.
+_BY_IDENTITY = "(l.ident IN ({marks}){named})"
 # The leases beneath a directory: a range of the primary key (path, session_id), compared
 # byte-wise ({bytewise}: SQLite's BINARY; PostgreSQL's "C", the path column's own collation,
 # so its index serves the range whatever the database's collation, en_US or ICU).
@@ -64,13 +65,16 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
     if not idents:
         return []
     near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
-    rows = tx.all(f"SELECT {columns}, l.ident, l.name_ident {_FROM} WHERE {_matching(idents)} AND {_LIVE}",
-                  (*idents, *idents, tx.now))
+    where, params = _matching(idents)
+    rows = tx.all(f"SELECT {columns}, l.ident, l.name_ident {_FROM} WHERE {where} AND {_LIVE}", (*params, tx.now))
     return [r[:-2] for r in rows if r[0] not in near and paths.same(r[0], r[-2], path, r[-1])]
 
 
-def _matching(idents: tuple[str, ...]) -> str:
-    return _BY_IDENTITY.format(marks=", ".join("?" * len(idents)))
+def _matching(idents: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The condition of a lease of one of ``idents`` (either column), and its parameters."""
+    names = tuple(i for i in idents if paths.SEP in i)
+    named = f" OR l.name_ident IN ({', '.join('?' * len(names))})" if names else ""
+    return _BY_IDENTITY.format(marks=", ".join("?" * len(idents)), named=named), (*idents, *names)
 
 
 def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> Lease | None:
@@ -84,8 +88,8 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
     if not own:
         return None
     # (on the identity indexes alone: a session's own leases may be many, a file's identity has few)
-    rows = tx.all(f"SELECT {_LEASE}, l.ident, l.name_ident {_FROM} WHERE {_matching(own)} AND {_LIVE}",
-                  (*own, *own, tx.now))
+    where, params = _matching(own)
+    rows = tx.all(f"SELECT {_LEASE}, l.ident, l.name_ident {_FROM} WHERE {where} AND {_LIVE}", (*params, tx.now))
     # Its old name must lead to ``path`` now (through the symlink left in its place): a second name
     # of one inode that stays a name of its own (a hard link, a bind mount) keeps a row of its own.
     return next((Lease(*r[:-2]) for r in rows if r[1] == session.id and r[0] != path

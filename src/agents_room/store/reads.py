@@ -148,10 +148,12 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
         (*cover, read_seq, session.id),
     )
     if not holder and idents:
+        names = tuple(i for i in idents if paths.SEP in i)  # a recorded name is one of these (leases.py's _matching)
+        named = f" OR name_ident IN ({_marks(names)})" if names else ""
         holder = next((sid for sid, lease_path, ident, name in tx.all(
-            f"SELECT session_id, path, ident, name_ident FROM leases WHERE (ident IN ({_marks(idents)}) "
-            f"OR name_ident IN ({_marks(idents)})) AND session_id <> ? AND expires_at > ? ORDER BY token",
-            (*idents, *idents, session.id, tx.now)) if paths.same(lease_path, ident, path, name)), None)
+            f"SELECT session_id, path, ident, name_ident FROM leases WHERE (ident IN ({_marks(idents)}){named}) "
+            "AND session_id <> ? AND expires_at > ? ORDER BY token",
+            (*idents, *names, session.id, tx.now)) if paths.same(lease_path, ident, path, name)), None)
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
