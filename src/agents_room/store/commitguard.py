@@ -153,7 +153,8 @@ def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], 
 
 
 def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]],
-                 same: Callable[[str, str, str], bool], seen: set[tuple[str, str, str]], by_name: bool) -> list[Blocker]:
+                 same: Callable[[str, str, str], bool], seen: set[tuple[str, str, str]],
+                 by_name: bool) -> list[Blocker]:
     idents: dict[str, list[str]] = {}  # an identity -> the staged paths it is of (or above)
     for path in paths:
         for ident in identify(path):
