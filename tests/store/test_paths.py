@@ -413,6 +413,26 @@ def _save_by_rename(path: Path, text: str) -> None:
     os.replace(temp, path)
 
 
+def test_a_name_in_its_folder_is_the_file_only_while_the_holder_s_path_leads_to_that_folder(real: Path) -> None:
+    """paths.recorded names an existing file in its folder (a name not created yet: its own form
+    already); paths.same takes that name for the claimed file only while the holder's path still
+    ends in it under the same folder: not once the folder was renamed with no symlink left (a new
+    folder in its place), nor for the same name in another folder."""
+    x = real / "src" / "x.py"
+    ident, name = paths.recorded(paths.identities(str(x), str(real)))
+    assert ident == f"{os.stat(x).st_dev}:{os.stat(x).st_ino}"
+    assert name == f"{os.stat(x.parent).st_dev}:{os.stat(x.parent).st_ino}/x.py"
+    assert paths.recorded(paths.identities(str(real / "src" / "new.py"), str(real)))[1] is None
+    _save_by_rename(x, "x = 2\n")
+    assert paths.same(str(x), ident, str(x), name) and not paths.same(str(x), ident, str(x))
+    assert not paths.same(str(real / "lib" / "x.py"), name, str(x))  # another folder's x.py
+    os.rename(real / "src", real / "src2")
+    (real / "src").mkdir()
+    (real / "src" / "x.py").write_text("other\n")
+    assert not paths.same(str(x), ident, str(real / "src2" / "x.py"), name)  # src/ is another folder now
+    assert not paths.same(str(x), ident, str(x), name)
+
+
 def test_a_lease_follows_its_file_saved_by_rename_then_its_folder_renamed(store: Store, real: Path) -> None:
     """alice holds ``src/x.py``, saves it by rename (a new inode: the one recorded at her claim
     names no file now), then ``src`` becomes ``src2`` with a symlink left in its place: her lease,
