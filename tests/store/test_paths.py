@@ -536,3 +536,27 @@ def test_a_file_removed_between_its_open_and_its_name_is_named_by_its_path(tmp_p
         assert paths._named_by(fd, str(tmp_path / "link" / "x.py")) == str(real / "x.py")
     finally:
         os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"), reason="Linux's O_PATH and /proc")
+def test_a_path_with_dotdot_saved_by_rename_while_it_is_resolved_is_named_by_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``via/../x.py`` (``via -> src/pkg``) is resolved by the kernel's name of an ``O_PATH``
+    descriptor of the whole path; an editor's save by rename right after that open made it
+    ``<real>/src/x.py (deleted)``, which a simulator run keyed a lease by (history-events, a
+    second exclusive lease of x.py). The save is made here right after the store's open."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "x.py").write_text("x = 1\n")
+    (tmp_path / "via").symlink_to(src / "pkg")
+    opened = os.open
+
+    def open_then_save(path: object, flags: int, *args: object) -> int:
+        fd = opened(path, flags, *args)
+        if str(path).endswith("/via/../x.py"):
+            _save_by_rename(src / "x.py", "x = 2\n")
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_save)
+    assert paths.canonical(paths.absolute(f"{tmp_path}/via/../x.py")) == f"{os.path.realpath(src)}/x.py"

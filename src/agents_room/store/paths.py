@@ -110,13 +110,9 @@ def _through_parents(path: str) -> str:
         except OSError:
             return os.path.realpath(path)
         try:
-            real = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            real = ""
+            return _named_by(fd, path)  # (a file saved by rename meanwhile: its path, never "... (deleted)")
         finally:
             os.close(fd)
-        if real.startswith(SEP):
-            return real
     return os.path.realpath(path)
 
 
