@@ -465,6 +465,23 @@ def test_a_lease_follows_its_file_saved_by_rename_then_its_folder_renamed(store:
     assert not store.lease_claim(b, "src/x.py").ok  # her re-keyed row, by the old name now
 
 
+def test_a_read_under_a_folder_s_new_name_knows_the_holder_under_its_old(store: Store, real: Path) -> None:
+    """bob reads ``src2/x.py`` while alice holds it as ``src/x.py`` (``src`` renamed since, a
+    symlink left): his baseline records her as its holder, so his drift after her save and her
+    release (no live lease, and her lease events keyed by the old name) is still CRITICAL."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    assert store.lease_claim(a, "src/x.py").ok
+    _save_by_rename(real / "src" / "x.py", "x = 2\n")
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    store.note_read(b, "src2/x.py")
+    _save_by_rename(real / "src2" / "x.py", "x = 3\n")
+    assert store.lease_release(a, "src/x.py") is None
+    drift = store.drift_check(b, "src2/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+
+
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
     """Schema 4 -> 6: the ident and name_ident columns are added empty: a lease granted before is

@@ -334,8 +334,9 @@ class Store(WakeCalls):
         digest = reads.file_hash(normal)
         if digest is None:
             raise InvalidArgument("path", f"{normal} does not exist")
+        idents = tuple(paths.identities(normal, me.cwd))  # a holder under another name (outside the lock)
         with self.db.write() as tx:
-            reads.note_read(tx, self._session(tx, session_id, touch=True), normal, digest)
+            reads.note_read(tx, self._session(tx, session_id, touch=True), normal, digest, idents)
         return digest
 
     def drift_check(self, session_id: Any, path: Any) -> Drift:
