@@ -326,8 +326,7 @@ class Store(WakeCalls):
     # -- reads and drift --------------------------------------------------------------------------
 
     def note_read(self, session_id: Any, path: Any) -> str:
-        """Record the file's SHA-256 now. The file is hashed between two transactions, never
-        while holding the write lock."""
+        """Record the file's SHA-256 now, hashed between two transactions, never under the write lock."""
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
         normal = self._readable_path(path, me.cwd, me)
