@@ -199,10 +199,12 @@ def check(path: str, paths: list[str], *, lean: bool) -> tuple[Any, list[Any]] |
         tx = _Reader(conn)
         # host None: a SQLite store is one host's (WAL needs the machine's shared memory).
         who = rule.committers(tx, keys, pids, None, lineage)
-        # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up.
-        fresh = conn.execute("PRAGMA user_version").fetchone()[0] >= 5
-        identify = named.identifier(top) if fresh else None
-        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.same)
+        # A file no store of schema 5 has opened yet has no identities (store/paths.py) to look up,
+        # nor one of schema 6 its files' names in their folders.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        identify = named.identifier(top) if version >= 5 else None
+        return who, rule.blockers(tx, paths, {c.session_id for c in who.mine}, identify, named.same,
+                                  by_name=version >= 6)
     finally:
         conn.close()
 

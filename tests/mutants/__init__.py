@@ -62,7 +62,10 @@ MUTANTS = (
     Mutant("spelling-keyed", "mutants.spellings:spelling_keyed",
            "paths keyed by the caller's spelling (abspath, no symlink resolved): one file reached through a "
            "symlink is two leases",
-           ("lease-exclusive",), ("lease-windows",)),
+           # (the black box compares one path's windows: a file's two spellings are two leases only until the
+           # identity lookup meets them, its inode or, since schema 6, its name in its folder, which an edit's
+           # save by rename keeps; what stays is a directory lease by one spelling over a file's by the other)
+           ("lease-exclusive",)),
     Mutant("dotdot-as-text", "mutants.spellings:dotdot_as_text",
            "`..` collapsed as text before a path is resolved: <repo>/via/../x.py (via -> src/pkg) is keyed "
            "<repo>/x.py, another file: the store's events name other files than the clients' calls",
@@ -79,11 +82,18 @@ MUTANTS = (
     Mutant("identity-blind", "mutants.spellings:identity_blind",
            "no identity (device and inode) recorded or looked up: once src/ is renamed under live leases and a "
            "symlink left in its place, a claim by the file's new name is granted beside the lease under its old",
-           ("lease-exclusive",), (), scenario=MOVED, ci=False),
+           ("lease-exclusive",), (), ci=False),
     Mutant("rename-second-row", "mutants.spellings:rename_second_row",
            "a holder claiming its file by its new name (a folder above renamed) is not taken to hold it: a second "
            "row of one file for one session",
-           ("lease-release-held",), (), scenario=MOVED, ci=False),
+           ("lease-release-held",), (), ci=False),
+    Mutant("name-unrecorded", "mutants.spellings:name_unrecorded",
+           "a lease records its file's inode alone, never its name in its folder (schema 6's name_ident): once its "
+           "holder's edit saved the file by rename and src/ was renamed, a claim by the file's new name is granted "
+           "beside the lease under its old, and its holder's own claim by the new name takes a second row",
+           # (another's claim while such a lease lives: lease-exclusive, in 24 runs of 24 (1 to 19 a run); its
+           # holder's re-claim by the new name: lease-release-held, mostly)
+           ("lease-exclusive",), ()),
     Mutant("renamed-beneath-unseen", "mutants.spellings:renamed_beneath_unseen",
            "directory claims and checks see beneath them by path alone: src.moved/ granted over, and its lease_check "
            "blind to, leases taken beneath it as src/",

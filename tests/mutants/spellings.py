@@ -180,6 +180,27 @@ def rename_second_row(db: str, busy_timeout_s: float) -> Any:
     return Store.open(db, busy_timeout_s=busy_timeout_s)
 
 
+def name_unrecorded(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store of schema 5: a lease records its file's inode alone, never its name in its
+    folder (``paths.recorded`` answers no name, so the name_ident column stays empty and no lookup
+    of it finds a lease): once the holder's edit saved its file by rename, its lease is found by
+    its path alone, and after ``src/`` is renamed (a symlink left) a claim by the file's new name is
+    granted beside it; proved on a real file before the store opens."""
+    from agents_room.store import paths
+
+    def inode_only(idents: Any) -> tuple[str | None, None]:
+        return (idents[0] if idents else None), None
+
+    _without(paths, "recorded", inode_only)
+    with tempfile.TemporaryDirectory() as d:
+        real = os.path.join(os.path.realpath(d), "x.py")
+        open(real, "w").close()  # noqa: SIM115 (an empty file: its name in its folder exists)
+        if paths.recorded(paths.identities(real))[1] is not None:
+            raise MutationError("paths.recorded still names the file in its folder: the store records it somewhere "
+                                "the mutant does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
 def renamed_beneath_unseen(db: str, busy_timeout_s: float) -> Any:
     """The shipped store whose directory claims and checks see beneath them by path alone
     (``leases.beneath_elsewhere`` finds nothing): ``src.moved/`` is granted over the leases

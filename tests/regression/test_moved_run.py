@@ -2,8 +2,10 @@
 shipped store, SQLite): the verdict must be valid, and the store's events must show the move
 really met live leases: grants under the new name, and leases still under the old one after it,
 the keeper's kept there by renewals (a holder's re-claim by the new name, ``renamed_from``, is
-shown by tests/store/test_paths.py). The mutants of the class (tests/mutants/spellings.py:
-identity-blind and the three after it) are measured on this scenario by tests/mutants/rates.py."""
+shown by tests/store/test_paths.py). The mutants of the class only it catches
+(tests/mutants/spellings.py: renamed-beneath-unseen, file-target-as-stored) are measured on this
+scenario by tests/mutants/rates.py; identity-blind, rename-second-row and name-unrecorded on
+regression.toml, which moves src/ with edits on."""
 
 from __future__ import annotations
 

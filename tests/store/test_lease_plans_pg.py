@@ -66,7 +66,7 @@ def _filled(store: Store, repo: Path) -> str:
 
 
 def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, repo: Path) -> None:
-    """The same of migrate_5.sql's claim function, its statements' plans as the server ran
+    """The same of migrate_6.sql's claim function, its statements' plans as the server ran
     them (auto_explain, nested statements, sent to this client as notices)."""
     other = _filled(store, repo)
     conn = store.db._connection()  # type: ignore[attr-defined]
@@ -82,13 +82,14 @@ def test_the_claim_function_s_holder_checks_use_the_primary_key(store: Store, re
     for plan in covering + beneath:
         assert "leases_pkey" in plan and "Seq Scan on leases" not in plan, plan
     for plan in covering:
-        assert "leases_ident" in plan, plan
+        assert "leases_ident" in plan and "leases_name_ident" in plan, plan
     assert "Index Cond: ((path > " in beneath[0], "the range is not an index condition"
     plans.clear()  # the filler, holding 5,000 leases, claims: its own leases under another name by identity
     filler = next(x.session_id for x in store.lease_list(other) if x.session_id != other)
     assert store.lease_claim(filler, "e/y.py").ok
-    renamed = [p for p in plans if "strpos(p_idents[2]" in p]
-    assert len(renamed) == 1 and "leases_ident" in renamed[0] and "Seq Scan on leases" not in renamed[0], plans
+    renamed = [p for p in plans if "l.name_ident = v_own" in p]
+    assert len(renamed) == 1 and "Seq Scan on leases" not in renamed[0], plans
+    assert "leases_ident" in renamed[0] and "leases_name_ident" in renamed[0], renamed[0]
 
 
 @pytest.fixture

@@ -424,27 +424,105 @@ def test_a_file_send_by_the_new_name_reaches_a_lease_of_the_renamed_folder_itsel
     assert store.msg_send(b, "file:lib/y.py", body="elsewhere").recipients == []
 
 
+def _save_by_rename(path: Path, text: str) -> None:
+    """An editor's save: a temporary file beside it, renamed over it (a new inode)."""
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_text(text)
+    os.replace(temp, path)
+
+
+def test_a_name_in_its_folder_is_the_file_only_while_the_holder_s_path_leads_to_that_folder(real: Path) -> None:
+    """paths.recorded names an existing file in its folder (a name not created yet: its own form
+    already); paths.same takes that name for the claimed file only while the holder's path still
+    ends in it under the same folder: not once the folder was renamed with no symlink left (a new
+    folder in its place), nor for the same name in another folder."""
+    x = real / "src" / "x.py"
+    ident, name = paths.recorded(paths.identities(str(x), str(real)))
+    assert ident == f"{os.stat(x).st_dev}:{os.stat(x).st_ino}"
+    assert name == f"{os.stat(x.parent).st_dev}:{os.stat(x.parent).st_ino}/x.py"
+    assert paths.recorded(paths.identities(str(real / "src" / "new.py"), str(real)))[1] is None
+    _save_by_rename(x, "x = 2\n")
+    assert paths.same(str(x), ident, str(x), name) and not paths.same(str(x), ident, str(x))
+    assert not paths.same(str(real / "lib" / "x.py"), name, str(x))  # another folder's x.py
+    os.rename(real / "src", real / "src2")
+    (real / "src").mkdir()
+    (real / "src" / "x.py").write_text("other\n")
+    assert not paths.same(str(x), ident, str(real / "src2" / "x.py"), name)  # src/ is another folder now
+    assert not paths.same(str(x), ident, str(x), name)
+
+
+def test_a_lease_follows_its_file_saved_by_rename_then_its_folder_renamed(store: Store, real: Path) -> None:
+    """alice holds ``src/x.py``, saves it by rename (a new inode: the one recorded at her claim
+    names no file now), then ``src`` becomes ``src2`` with a symlink left in its place: her lease,
+    still stored as ``src/x.py``, is found under ``src2/x.py`` by the file's name in its folder
+    (the folder keeps its inode through the rename). Bob's claim is denied naming her, his check
+    lists her, his drift after her next save says she holds it, the commit guard refuses his
+    commit of it; her own claim by the new name re-keys her one row."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    first = store.lease_claim(a, "src/x.py").lease
+    store.note_read(b, "src/x.py")
+    _save_by_rename(real / "src" / "x.py", "x = 2\n")
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    moved = f"{real}/src2/x.py"
+    denied = store.lease_claim(b, "src2/x.py")
+    assert not denied.ok and (denied.holder.session_id, denied.holder.path) == (a, f"{real}/src/x.py")
+    assert not store.lease_claim(b, moved, mode="shared").ok
+    assert [h.session_id for h in store.lease_check(b, "src2/x.py").holders] == [a]
+    _save_by_rename(real / "src2" / "x.py", "x = 3\n")
+    drift = store.drift_check(b, "src2/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+    with store.db.read() as tx:
+        for identify in (paths.identities, paths.identifier(str(real))):  # the guard's own closure too
+            assert [(x.path, x.lease_path, x.session_id) for x in blockers(tx, [moved], {b}, identify, paths.same)] == [
+                (moved, f"{real}/src/x.py", a)]
+    again = store.lease_claim(a, "src2/x.py")
+    assert again.ok and again.lease.token > first.token and again.lease.acquired_at == first.acquired_at
+    assert rows(store, "SELECT path FROM leases WHERE session_id = ?", (a,)) == [(moved,)]
+    assert not store.lease_claim(b, "src/x.py").ok  # her re-keyed row, by the old name now
+
+
+def test_a_read_under_a_folder_s_new_name_knows_the_holder_under_its_old(store: Store, real: Path) -> None:
+    """bob reads ``src2/x.py`` while alice holds it as ``src/x.py`` (``src`` renamed since, a
+    symlink left): his baseline records her as its holder, so his drift after her save and her
+    release (no live lease, and her lease events keyed by the old name) is still CRITICAL."""
+    a = store.room_join(cwd=str(real), pid=None, label="alice").session_id
+    b = store.room_join(cwd=str(real), pid=None, label="bob").session_id
+    assert store.lease_claim(a, "src/x.py").ok
+    _save_by_rename(real / "src" / "x.py", "x = 2\n")
+    os.rename(real / "src", real / "src2")
+    (real / "src").symlink_to(real / "src2")
+    store.note_read(b, "src2/x.py")
+    _save_by_rename(real / "src2" / "x.py", "x = 3\n")
+    assert store.lease_release(a, "src/x.py") is None
+    drift = store.drift_check(b, "src2/x.py")
+    assert (drift.severity, drift.holder) == ("CRITICAL", a)
+
+
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
-    """Schema 4 -> 5: the ident column is added empty: a lease granted before is found by its
-    path alone while it lives; one granted after carries its file's identity. The at_edit
-    column is added false: a lease granted before was the model's own."""
+    """Schema 4 -> 6: the ident and name_ident columns are added empty: a lease granted before is
+    found by its path alone while it lives; one granted after carries its file's identity and its
+    name in its folder. The at_edit column is added false: a lease granted before was the model's
+    own."""
     import sqlite3
 
     with Store.open(location) as store:
         a = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(a, "src/x.py").ok
     conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
-    conn.executescript("DROP INDEX leases_ident; ALTER TABLE leases DROP COLUMN ident; "
-                       "ALTER TABLE leases DROP COLUMN at_edit; PRAGMA user_version=4;")
+    conn.executescript("DROP INDEX leases_ident; DROP INDEX leases_name_ident; ALTER TABLE leases DROP COLUMN ident; "
+                       "ALTER TABLE leases DROP COLUMN name_ident; ALTER TABLE leases DROP COLUMN at_edit; "
+                       "PRAGMA user_version=4;")
     conn.close()
     with Store.open(location) as store:
-        assert store.health()["schema_version"] == 5
+        assert store.health()["schema_version"] == 6
         b = store.room_join(cwd=str(real), pid=None).session_id
         assert store.lease_claim(b, "src/x.py").holder.session_id == a
         assert store.lease_claim(b, "lib/y.py").ok
-        assert rows(store, "SELECT path, ident IS NULL, at_edit FROM leases ORDER BY path") == [
-            (f"{real}/lib/y.py", 0, 0), (f"{real}/src/x.py", 1, 0)]
+        assert rows(store, "SELECT path, ident IS NULL, name_ident IS NULL, at_edit FROM leases ORDER BY path") == [
+            (f"{real}/lib/y.py", 0, 0, 0), (f"{real}/src/x.py", 1, 1, 0)]
 
 
 _MOUNTED = """
@@ -493,3 +571,27 @@ def test_a_file_removed_between_its_open_and_its_name_is_named_by_its_path(tmp_p
         assert paths._named_by(fd, str(tmp_path / "link" / "x.py")) == str(real / "x.py")
     finally:
         os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "O_PATH") or not os.path.isdir("/proc/self/fd"), reason="Linux's O_PATH and /proc")
+def test_a_path_with_dotdot_saved_by_rename_while_it_is_resolved_is_named_by_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``via/../x.py`` (``via -> src/pkg``) is resolved by the kernel's name of an ``O_PATH``
+    descriptor of the whole path; an editor's save by rename right after that open made it
+    ``<real>/src/x.py (deleted)``, which a simulator run keyed a lease by (history-events, a
+    second exclusive lease of x.py). The save is made here right after the store's open."""
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "x.py").write_text("x = 1\n")
+    (tmp_path / "via").symlink_to(src / "pkg")
+    opened = os.open
+
+    def open_then_save(path: object, flags: int, *args: object) -> int:
+        fd = opened(path, flags, *args)
+        if str(path).endswith("/via/../x.py"):
+            _save_by_rename(src / "x.py", "x = 2\n")
+        return fd
+
+    monkeypatch.setattr(os, "open", open_then_save)
+    assert paths.canonical(paths.absolute(f"{tmp_path}/via/../x.py")) == f"{os.path.realpath(src)}/x.py"

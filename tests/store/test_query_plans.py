@@ -27,8 +27,9 @@ HOT: dict[str, tuple[str, tuple[str, ...]]] = {
         "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path IN (", ("SEARCH l USING PRIMARY KEY (path=?)",)),
     # (the caller's own lease under another name too: by the identity alone, never the session's
     # leases, which may be thousands)
-    "lease_claim: leases of the path's file under another name (device and inode)": (
-        "WHERE l.ident IN (", ("SEARCH l USING INDEX leases_ident (ident=?)",)),
+    "lease_claim: leases of the path's file under another name (device and inode, or name in its folder)": (
+        "WHERE (l.ident IN (", ("SEARCH l USING INDEX leases_ident (ident=?)",
+                                "SEARCH l USING INDEX leases_name_ident (name_ident=?)")),
     "lease_claim of a directory: the leases beneath it": (
         "FROM leases l JOIN sessions s ON s.id = l.session_id WHERE l.path COLLATE BINARY > ", ("SEARCH l USING PRIMARY KEY (path>? AND path<?)",)),
     "lease_release: own lease": (

@@ -225,8 +225,9 @@ def edit_read(store: Any, *, cwd: str, path: str, harness: str, keys: Sequence[s
     digest = reads.file_hash(normal)
     if digest is None:
         return None
+    idents = tuple(paths.identities(normal, cwd))
     with store.db.write() as tx:
         me, _ = find_or_join(tx, list(keys), list(pids), cwd=cwd, harness=bounds.harness(harness),
                              harness_pid=harness_pid, join_key=bounds.harness_key(join_key), host=store.host)
-        reads.note_read(tx, me, normal, digest)
+        reads.note_read(tx, me, normal, digest, idents)
     return digest

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 # The version both engines' schemas are at: each engine's schema.sql is version 1, and its
 # migrate_N.sql takes a store from N-1 to N (store/sqlite/, store/postgres/).
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # How long a transaction waits for the store's write lock by default ($AGENTS_ROOM_BUSY_TIMEOUT_S).
 DEFAULT_BUSY_TIMEOUT_S = 5.0
 

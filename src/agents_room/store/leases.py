@@ -19,6 +19,10 @@ _LEASE = "l.path, l.session_id, s.label, l.mode, l.token, l.acquired_at, l.expir
 _HELD = _LEASE + ", l.at_edit"  # a HeldLease's: what lease_check and lease_list show
 _FROM = "FROM leases l JOIN sessions s ON s.id = l.session_id"
 _LIVE = "l.expires_at > ?"
+# A lease of one of a path's identities (store/paths.py): its file's own, recorded at the claim,
+# or its name in its folder (paths.recorded), each on its own index; a name is only ever looked
+# up among the identities that are names ("<dev>:<ino>/rest"), never a folder's own.
+_BY_IDENTITY = "(l.ident IN ({marks}){named})"
 # The leases beneath a directory: a range of the primary key (path, session_id), compared
 # byte-wise ({bytewise}: SQLite's BINARY; PostgreSQL's "C", the path column's own collation,
 # so its index serves the range whatever the database's collation, en_US or ICU).
@@ -54,15 +58,23 @@ def _covering(tx: Tx, path: str, also: tuple[str, ...] = (), columns: str = _LEA
 def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ...] = (),
                  columns: str = _LEASE) -> list[tuple]:
     """Live leases of ``path``'s file, or of a directory above it, under another name: those
-    whose recorded identity is one of ``idents`` (store/paths.py's identities of ``path``)
-    and whose path does not cover it already, and is of its file now (store/paths.py's
-    same: an inode freed and reused is no lease's). One ``IN`` list on the identity index."""
+    whose recorded identity (or name in its folder) is one of ``idents`` (store/paths.py's
+    identities of ``path``) and whose path does not cover it already, and is of its file now
+    (store/paths.py's same: an inode freed and reused is no lease's). One ``IN`` list on each
+    identity index."""
     if not idents:
         return []
-    marks = ", ".join("?" * len(idents))
     near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
-    rows = tx.all(f"SELECT {columns}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*idents, tx.now))
-    return [r[:-1] for r in rows if r[0] not in near and paths.same(r[0], r[-1], path)]
+    where, params = _matching(idents)
+    rows = tx.all(f"SELECT {columns}, l.ident, l.name_ident {_FROM} WHERE {where} AND {_LIVE}", (*params, tx.now))
+    return [r[:-2] for r in rows if r[0] not in near and paths.same(r[0], r[-2], path, r[-1])]
+
+
+def _matching(idents: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """The condition of a lease of one of ``idents`` (either column), and its parameters."""
+    names = tuple(i for i in idents if paths.SEP in i)
+    named = f" OR l.name_ident IN ({', '.join('?' * len(names))})" if names else ""
+    return _BY_IDENTITY.format(marks=", ".join("?" * len(idents)), named=named), (*idents, *names)
 
 
 def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> Lease | None:
@@ -75,13 +87,14 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
     own = tuple(i for i in idents[:2] if i == idents[0] or paths.SEP in i)
     if not own:
         return None
-    marks = ", ".join("?" * len(own))
-    # (on the identity index alone: a session's own leases may be many, a file's identity has few)
-    rows = tx.all(f"SELECT {_LEASE}, l.ident {_FROM} WHERE l.ident IN ({marks}) AND {_LIVE}", (*own, tx.now))
+    # (on the identity indexes alone: a session's own leases may be many, a file's identity has few)
+    where, params = _matching(own)
+    rows = tx.all(f"SELECT {_LEASE}, l.ident, l.name_ident {_FROM} WHERE {where} AND {_LIVE}", (*params, tx.now))
     # Its old name must lead to ``path`` now (through the symlink left in its place): a second name
     # of one inode that stays a name of its own (a hard link, a bind mount) keeps a row of its own.
-    return next((Lease(*r[:-1]) for r in rows if r[1] == session.id and r[0] != path
-                 and coverage.is_directory(r[0]) == coverage.is_directory(path) and paths.same(r[0], r[-1], path)
+    return next((Lease(*r[:-2]) for r in rows if r[1] == session.id and r[0] != path
+                 and coverage.is_directory(r[0]) == coverage.is_directory(path)
+                 and paths.same(r[0], r[-2], path, r[-1])
                  and paths.canonical(r[0]) == path), None)
 
 
@@ -175,11 +188,12 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
 
     token = _next_token(tx)
     expires_at = tx.now + ttl_s
+    ident, name = paths.recorded(idents)
     if mine is None:  # no result needed: sent with the commit where the engine can (Tx.later)
         tx.later(
-            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at, ident, at_edit) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (path, session.id, mode, token, ttl_s, tx.now, expires_at, idents[0] if idents else None, int(at_edit)),
+            "INSERT INTO leases (path, session_id, mode, token, ttl_s, acquired_at, expires_at, ident, name_ident, "
+            "at_edit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (path, session.id, mode, token, ttl_s, tx.now, expires_at, ident, name, int(at_edit)),
         )
     else:
         # The holder's own lease_claim makes a lease taken at an edit the model's (at_edit 0, as
@@ -187,8 +201,9 @@ def claim(tx: Tx, session: Caller, path: str, ttl_s: float, mode: str, *, spelle
         # (its path too: a lease found under its file's former name follows the file, _own_elsewhere)
         tx.later(
             "UPDATE leases SET path = ?, mode = ?, token = ?, ttl_s = ?, expires_at = ?, ident = coalesce(?, ident), "
-            f"at_edit = {'at_edit' if at_edit else '0'} WHERE path = ? AND session_id = ?",
-            (path, mode, token, ttl_s, expires_at, idents[0] if idents else None, mine.path, session.id),
+            f"name_ident = coalesce(?, name_ident), at_edit = {'at_edit' if at_edit else '0'} "
+            "WHERE path = ? AND session_id = ?",
+            (path, mode, token, ttl_s, expires_at, ident, name, mine.path, session.id),
         )
     previous = mine.mode if mine else None
     marked = {"at_edit": True} if at_edit else {}

@@ -110,13 +110,9 @@ def _through_parents(path: str) -> str:
         except OSError:
             return os.path.realpath(path)
         try:
-            real = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:
-            real = ""
+            return _named_by(fd, path)  # (a file saved by rename meanwhile: its path, never "... (deleted)")
         finally:
             os.close(fd)
-        if real.startswith(SEP):
-            return real
     return os.path.realpath(path)
 
 
@@ -255,33 +251,53 @@ def identities(path: str, top: str = "", *, own: bool = False) -> list[str]:
         here = here.rsplit(SEP, 1)[0] or SEP
 
 
-def same(holder: str, ident: str, path: str) -> bool:
-    """Whether the lease of ``holder``, recorded with identity ``ident`` and found among the
-    identities of ``path`` that a caller took a moment ago, is of ``path``'s file (or of a
-    folder above it) *now*: what a match by identity must pass before it counts.
+def recorded(idents: list[str] | tuple[str, ...]) -> tuple[str | None, str | None]:
+    """What a lease records of its file, from :func:`identities` of its path: its own identity
+    (the first) and, for a file or directory that exists, its name in its folder too (the
+    second, ``<folder device:inode>/<name>``; None for a name not created yet, whose own
+    identity is already that form). Every editor saves a file by rename (a new inode): the
+    inode then names no file, while the name in its folder, whose inode a rename of the folder
+    keeps, still leads to it. A lookup matches either against a caller's identities."""
+    if not idents:
+        return None, None
+    own = idents[0]
+    return own, idents[1] if SEP not in own and len(idents) > 1 and SEP in idents[1] else None
+
+
+def same(holder: str, ident: str, path: str, name: str | None = None) -> bool:
+    """Whether the lease of ``holder``, recorded with identity ``ident`` (and ``name``, its
+    name in its folder: :func:`recorded`) and found among the identities of ``path`` that a
+    caller took a moment ago, is of ``path``'s file (or of a folder above it) *now*: what a
+    match by identity must pass before it counts (by either of the two recorded forms).
 
     Both names are looked at together, the holder's pinned first: an ``O_PATH`` descriptor of
-    the file (or deepest existing folder) its path leads to keeps that inode from being freed
-    and given to another file while ``path``'s identities are taken again. Without it, two
-    files saved by rename in turn pass one inode back and forth (the kernel hands a freed inode
-    out again at once), and a lease of one would be taken, for a few milliseconds, for a lease
-    of the other: a claim denied naming a holder that was never in its way."""
+    what the recorded identity names (the file, or for ``<folder dev:ino>/<rest>`` the folder as
+    many components above the holder's path as ``rest`` has, ``rest`` being that path's tail)
+    keeps that inode from being freed and given to another file while ``path``'s identities are
+    taken again. Without it, two files saved by rename in turn pass one inode back and forth
+    (the kernel hands a freed inode out again at once), and a lease of one would be taken, for
+    a few milliseconds, for a lease of the other: a claim denied naming a holder that was never
+    in its way."""
+    return any(_same(holder, recorded_as, path) for recorded_as in (ident, name) if recorded_as)
+
+
+def _same(holder: str, ident: str, path: str) -> bool:
     bare = holder.rstrip(SEP) or SEP
-    folder = SEP if holder.endswith(SEP) and bare != SEP else ""
-    here, tail = bare, ""
-    while True:
-        try:
-            fd = os.open(here, os.O_PATH | os.O_CLOEXEC)
-            break
-        except OSError:
-            if here == SEP:
-                return False
-            head, name = here.rsplit(SEP, 1)
-            tail = name + SEP + tail if tail else name
-            here = head or SEP
+    here, tail = bare, ident.split(SEP, 1)[1] if SEP in ident else ""
+    if tail:  # a name in a folder: the folder it names is pinned, the rest must be the holder's own
+        depth = tail.rstrip(SEP).count(SEP) + 1
+        parts = bare.rsplit(SEP, depth)
+        folder = SEP if holder.endswith(SEP) and bare != SEP else ""
+        if len(parts) != depth + 1 or SEP.join(parts[1:]) + folder != tail:
+            return False
+        here = parts[0] or SEP
+    try:
+        fd = os.open(here, os.O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
     try:
         st = os.fstat(fd)
-        now = f"{st.st_dev}:{st.st_ino}" + (SEP + tail + folder if tail else "")
+        now = f"{st.st_dev}:{st.st_ino}" + (SEP + tail if tail else "")
         return now == ident and ident in identities(path)
     finally:
         os.close(fd)

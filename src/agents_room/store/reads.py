@@ -89,15 +89,17 @@ def _marks(values: list[str]) -> str:
     return ", ".join("?" * len(values))
 
 
-def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
+def note_read(tx: Tx, session: Caller, path: str, digest: str, idents: tuple[str, ...] = ()) -> None:
     """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
-    session held a lease covering it (of the file, or of a directory above it) at that moment."""
+    session held a lease covering it (of the file, or of a directory above it) at that moment,
+    under any name of its file (``idents``: store/paths.py's identities of ``path``; a lease
+    taken under a folder's former name is keyed by it, and drift_check's events are too)."""
     cover = coverage.covering_paths(path)
     other = tx.scalar(
         f"SELECT session_id FROM leases WHERE path IN ({_marks(cover)}) AND session_id <> ? AND expires_at > ? "
         "ORDER BY token LIMIT 1",
         (*cover, session.id, tx.now),
-    )
+    ) or _held_elsewhere(tx, session, path, idents)
     seq = tx.event("note_read", session.id, path, hash=digest)
     tx.execute(
         "INSERT INTO reads (session_id, path, hash, read_at, read_seq, held_by_other) VALUES (?, ?, ?, ?, ?, ?) "
@@ -105,6 +107,22 @@ def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
         "read_seq = excluded.read_seq, held_by_other = excluded.held_by_other",
         (session.id, path, digest, tx.now, seq, other),
     )
+
+
+def _held_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> str | None:
+    """Another session whose live lease is of ``path``'s file, or of a folder above it, under
+    another name (its recorded identity or name in its folder among ``idents``, its path not one
+    that covers ``path``, which the lookups by path answer for, and of the file now:
+    store/paths.py's same), the oldest grant first; None when there is none."""
+    if not idents:
+        return None
+    near = set(coverage.covering_paths(path))
+    names = tuple(i for i in idents if paths.SEP in i)  # a recorded name is one of these (leases.py's _matching)
+    named = f" OR name_ident IN ({_marks(names)})" if names else ""
+    return next((sid for sid, lease_path, ident, name in tx.all(
+        f"SELECT session_id, path, ident, name_ident FROM leases WHERE (ident IN ({_marks(idents)}){named}) "
+        "AND session_id <> ? AND expires_at > ? ORDER BY token", (*idents, *names, session.id, tx.now))
+        if lease_path not in near and paths.same(lease_path, ident, path, name)), None)
 
 
 def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | None:
@@ -147,10 +165,8 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
         "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq LIMIT 1",
         (*cover, read_seq, session.id),
     )
-    if not holder and idents:
-        holder = next((sid for sid, lease_path, ident in tx.all(
-            f"SELECT session_id, path, ident FROM leases WHERE ident IN ({_marks(idents)}) AND session_id <> ? "
-            "AND expires_at > ? ORDER BY token", (*idents, session.id, tx.now)) if paths.same(lease_path, ident, path)), None)
+    if not holder:
+        holder = _held_elsewhere(tx, session, path, idents)
     what = "was deleted" if digest is None else "changed"
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
