@@ -35,6 +35,13 @@ with Store.open(location) as store:
     store.lease_release(a, "src/x.py")
     print(store.lease_claim(b, "src/").ok)  # nothing beneath now: granted
     print(store.lease_claim(a, "src/new.py").ok)  # beneath b's directory lease by the other name
+    store.note_read(c, "lib/w.py")
+    assert store.lease_claim(b, "lib/w.py").ok
+    store.lease_release(b, "lib/w.py")  # gone before the drift check: only its events remain
+    with open(f"{mounted}/lib/w.py", "a") as f:
+        f.write("w = 2\\n")
+    drift = store.drift_check(c, "lib/w.py")
+    print(drift.severity, drift.holder == b)
 """
 
 
@@ -46,6 +53,7 @@ def test_a_bind_mount_s_folders_and_file_targets_are_one(location: str, tmp_path
     (real / "src" / "x.py").write_text("x = 1\n")
     (real / "lib").mkdir()
     (real / "lib" / "y.py").write_text("y = 1\n")
+    (real / "lib" / "w.py").write_text("w = 1\n")
     mounted = top / "mnt" / "repo"
     mounted.mkdir(parents=True)
     script = 'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$1" "$2"'
@@ -61,4 +69,5 @@ def test_a_bind_mount_s_folders_and_file_targets_are_one(location: str, tmp_path
     assert lines[4] == "True True"  # file: by either name reaches the holder under the other
     assert lines[5] == "True"
     assert lines[6] == "False"
+    assert lines[7] == "CRITICAL True"  # held by the other name since the read, released before the check
     assert str(mounted) not in Path("/proc/self/mountinfo").read_text()  # the mount was the namespace's alone
