@@ -75,6 +75,7 @@ class Repo:
     # Spellings of src/ inside it (sim/run/layout.py's INNER): 2 adds alias/ (-> src), 3 also via/../ (via -> src/pkg)
     inner_spellings: int = 1
     move_src_at_s: float = 0.0  # src/ renamed src.moved/ under live leases, a symlink left (layout.py's move_src)
+    bind_mounts: int = 0  # its last this many agents work through a bind mount of it (sim/run/mounts.py)
     # The harness driver: each agent's CLI in turn (agent k runs harnesses[k % n]); empty: HARNESSES.
     harnesses: tuple[str, ...] = ()
 
@@ -245,10 +246,13 @@ def _read_repo(data: Any, i: int) -> Repo:
         spellings=t.integer("spellings", Repo.spellings, 1, MAX_SPELLINGS),
         inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
         move_src_at_s=t.number("move_src_at_s", Repo.move_src_at_s, 0.0, 86_400.0),
+        bind_mounts=t.integer("bind_mounts", Repo.bind_mounts, 0, 512),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:
         choice(f"[repos.{i}] harnesses", h, HARNESSES)
+    if repo.bind_mounts > repo.agents:
+        raise ScenarioError(f"[repos.{i}] bind_mounts: {repo.bind_mounts} is more than its {repo.agents} agents")
     t.done()
     return repo
 
@@ -346,6 +350,8 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     host_plan = read_hosts(top.sub("hosts"))
     check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
     check_harness(repos, run, faults, host_plan, workload)
+    if host_plan is not None and any(r.bind_mounts for r in repos):  # a host's agents live in its mount namespace
+        raise ScenarioError("[[repos]] bind_mounts: not with [hosts] (each host's agents are in its own mount namespace)")
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":

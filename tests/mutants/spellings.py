@@ -204,3 +204,26 @@ def file_target_as_stored(db: str, busy_timeout_s: float) -> Any:
 
     _without(messages, "file_reaches", as_stored)
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+# -- a folder bind-mounted at a second place ([[repos]] bind_mounts) -------------------------------------
+
+
+def mount_beneath_unseen(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store whose directory claims and checks see leases beneath them under another
+    name by resolved path alone (``leases.beneath_by_identity`` finds nothing): realpath cannot
+    see a bind mount, so ``<mount>/src/`` is granted over leases of ``<repo>/src/x.py``, the same
+    files; proved on a real folder before the store opens."""
+    from agents_room.store import leases, paths
+
+    def beneath_by_name(directory: list[str], folder: str) -> bool:
+        return False
+
+    _without(leases, "beneath_by_identity", beneath_by_name)
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        os.mkdir(os.path.join(top, "src"))
+        if leases.beneath_by_identity(paths.identities(top + "/", own=True), top + "/src/"):
+            raise MutationError("leases.beneath_by_identity still answers: the store looks beneath a directory by "
+                                "identity somewhere the mutant does not reach")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)
