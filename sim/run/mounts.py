@@ -37,6 +37,10 @@ HOLD = ("import json, subprocess, sys\n"
         "sys.stdin.read()\n")
 
 
+# In the namespace: into the folder, then the command.
+_CHDIR = "import os, sys; os.chdir(sys.argv[1]); os.execvp(sys.argv[2], sys.argv[2:])"
+
+
 class MountsUnavailable(RuntimeError):
     """No mount namespace could be made here, and the run was required to have one."""
 
@@ -80,8 +84,9 @@ class MountSpace:
         return None
 
     def command(self, argv: list[str], cwd: str | Path) -> list[str]:
-        """``argv`` run in the namespace, in ``cwd`` as the namespace sees it."""
-        return ["nsenter", "-t", str(self.holder.pid), "-m", f"--wd={cwd}", "--", *argv]
+        """``argv`` run in the namespace, in ``cwd`` as the namespace sees it (``nsenter --wd``
+        opens its folder before it enters: the empty mount point of the host's namespace)."""
+        return ["nsenter", "-t", str(self.holder.pid), "-m", "--", sys.executable, "-c", _CHDIR, str(cwd), *argv]
 
     def close(self) -> None:
         """The holder ends; the namespace with the last agent in it."""
@@ -93,3 +98,6 @@ class MountSpace:
         except subprocess.TimeoutExpired:
             self.holder.kill()
             self.holder.wait()
+        for pipe in (self.holder.stdout, self.holder.stderr):
+            if pipe is not None:
+                pipe.close()
