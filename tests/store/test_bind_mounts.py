@@ -42,6 +42,13 @@ with Store.open(location) as store:
         f.write("w = 2\\n")
     drift = store.drift_check(c, "lib/w.py")
     print(drift.severity, drift.holder == b)
+    assert store.lease_claim(b, "lib/v.py").ok
+    store.note_read(c, "lib/v.py")  # read while b holds it by the other name
+    store.lease_release(b, "lib/v.py")
+    with open(f"{mounted}/lib/v.py", "a") as f:
+        f.write("v = 2\\n")
+    drift = store.drift_check(c, "lib/v.py")
+    print(drift.severity, drift.holder == b)
 """
 
 
@@ -54,6 +61,7 @@ def test_a_bind_mount_s_folders_and_file_targets_are_one(location: str, tmp_path
     (real / "lib").mkdir()
     (real / "lib" / "y.py").write_text("y = 1\n")
     (real / "lib" / "w.py").write_text("w = 1\n")
+    (real / "lib" / "v.py").write_text("v = 1\n")
     mounted = top / "mnt" / "repo"
     mounted.mkdir(parents=True)
     script = 'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$1" "$2"'
@@ -70,4 +78,5 @@ def test_a_bind_mount_s_folders_and_file_targets_are_one(location: str, tmp_path
     assert lines[5] == "True"
     assert lines[6] == "False"
     assert lines[7] == "CRITICAL True"  # held by the other name since the read, released before the check
+    assert lines[8] == "CRITICAL True"  # held by the other name at the read
     assert str(mounted) not in Path("/proc/self/mountinfo").read_text()  # the mount was the namespace's alone

@@ -326,16 +326,16 @@ class Store(WakeCalls):
     # -- reads and drift --------------------------------------------------------------------------
 
     def note_read(self, session_id: Any, path: Any) -> str:
-        """Record the file's SHA-256 now. The file is hashed between two transactions, never
-        while holding the write lock."""
+        """Record the file's SHA-256 now, hashed between two transactions (never in the write lock)."""
         with self.db.read() as tx:
             me = self._session(tx, session_id, touch=False)
         normal = self._readable_path(path, me.cwd, me)
         digest = reads.file_hash(normal)
         if digest is None:
             raise InvalidArgument("path", f"{normal} does not exist")
+        idents = tuple(paths.identities(normal, me.cwd))  # outside the write lock, as the hash
         with self.db.write() as tx:
-            reads.note_read(tx, self._session(tx, session_id, touch=True), normal, digest)
+            reads.note_read(tx, self._session(tx, session_id, touch=True), normal, digest, idents)
         return digest
 
     def drift_check(self, session_id: Any, path: Any) -> Drift:

@@ -89,15 +89,21 @@ def _marks(values: list[str]) -> str:
     return ", ".join("?" * len(values))
 
 
-def note_read(tx: Tx, session: Caller, path: str, digest: str) -> None:
+def note_read(tx: Tx, session: Caller, path: str, digest: str, idents: tuple[str, ...] = ()) -> None:
     """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
-    session held a lease covering it (of the file, or of a directory above it) at that moment."""
+    session held a lease covering it (of the file, or of a directory above it) at that moment;
+    ``idents``: store/paths.py's identities of ``path``, for a lease under another name of the
+    file (a bind mount, a hard link, a folder renamed under it)."""
     cover = coverage.covering_paths(path)
     other = tx.scalar(
         f"SELECT session_id FROM leases WHERE path IN ({_marks(cover)}) AND session_id <> ? AND expires_at > ? "
         "ORDER BY token LIMIT 1",
         (*cover, session.id, tx.now),
     )
+    if other is None and idents:
+        from .leases import _by_identity  # here: the hook's news path imports this module, never this function
+
+        other = next((row[1] for row in _by_identity(tx, path, idents) if row[1] != session.id), None)
     seq = tx.event("note_read", session.id, path, hash=digest)
     tx.execute(
         "INSERT INTO reads (session_id, path, hash, read_at, read_seq, held_by_other) VALUES (?, ?, ?, ?, ?, ?) "
