@@ -104,21 +104,23 @@ _AT_FDCWD = -100
 
 def move_src(repo: Path) -> None:
     """``repo/src`` renamed to ``repo/src.moved`` (the same folder: same device and inode) and
-    a symlink ``src -> <repo>/src.moved`` left in its place, as a person moving a folder and
+    a symlink ``src -> src.moved`` left in its place, as a person moving a folder and
     keeping its old name working would; in one step (``renameat2`` exchanging the folder with
     the link made first at ``src.moved``), so no agent ever finds ``src`` missing between a
     rename and a symlink (a claim there would name a file of no folder). Where the kernel or
     the file system cannot exchange, the rename and then the symlink."""
     real = os.path.realpath(repo)
     moved, src = os.path.join(real, MOVED), os.path.join(real, "src")
-    os.symlink(moved, moved)  # names itself until the exchange: nothing follows it meanwhile
+    # names itself until the exchange (nothing follows it meanwhile); relative, so a name of the
+    # repository through a bind mount (bound/<name>, sim/run/mounts.py) stays that name after it
+    os.symlink(MOVED, moved)
     libc = ctypes.CDLL(None, use_errno=True)
     exchange = getattr(libc, "renameat2", None)
     if exchange is not None and exchange(_AT_FDCWD, src.encode(), _AT_FDCWD, moved.encode(), _RENAME_EXCHANGE) == 0:
         return
     os.unlink(moved)
     os.rename(src, moved)
-    os.symlink(moved, src)
+    os.symlink(MOVED, src)
 
 
 def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
