@@ -16,6 +16,7 @@ from typing import Any
 
 from ..check import history as hist
 from ..scenario.scenario import Repo, Scenario, to_toml
+from .mounts import BOUND
 
 
 # What works on the SQLite file only: the WAL cap pins the file's WAL, the garbage store
@@ -31,6 +32,7 @@ class Layout:
     # file, or a postgresql:// URL (agents_room.store.location).
     store: str | None = None
     first_seq: int = 0  # the events of this run come after this seq (earlier runs' events before)
+    mounted: bool = False  # the run's mount namespace is up: [[repos]] bind_mounts' agents work through bound/
 
     @property
     def db(self) -> str:
@@ -71,7 +73,10 @@ class Layout:
         """Where the agent at ``position`` among ``repo``'s agents finds its repository: the
         agents take its spellings in turn, spelling 0 ``repos/<name>``, spelling k
         ``spelled/<k>/<name>`` through the symlink ``spelled/<k> -> ../repos`` (a link to the
-        folder above the checkout, as ``~/work -> /mnt/data/work``)."""
+        folder above the checkout, as ``~/work -> /mnt/data/work``); the last ``bind_mounts``
+        of them ``bound/<name>``, the repository bind-mounted there (sim/run/mounts.py)."""
+        if self.mounted and position >= repo.agents - repo.bind_mounts:
+            return self.out / BOUND / repo.name
         spelling = position % repo.spellings
         return self.repos / repo.name if spelling == 0 else self.out / "spelled" / str(spelling) / repo.name
 
@@ -99,21 +104,23 @@ _AT_FDCWD = -100
 
 def move_src(repo: Path) -> None:
     """``repo/src`` renamed to ``repo/src.moved`` (the same folder: same device and inode) and
-    a symlink ``src -> <repo>/src.moved`` left in its place, as a person moving a folder and
+    a symlink ``src -> src.moved`` left in its place, as a person moving a folder and
     keeping its old name working would; in one step (``renameat2`` exchanging the folder with
     the link made first at ``src.moved``), so no agent ever finds ``src`` missing between a
     rename and a symlink (a claim there would name a file of no folder). Where the kernel or
     the file system cannot exchange, the rename and then the symlink."""
     real = os.path.realpath(repo)
     moved, src = os.path.join(real, MOVED), os.path.join(real, "src")
-    os.symlink(moved, moved)  # names itself until the exchange: nothing follows it meanwhile
+    # names itself until the exchange (nothing follows it meanwhile); relative, so a name of the
+    # repository through a bind mount (bound/<name>, sim/run/mounts.py) stays that name after it
+    os.symlink(MOVED, moved)
     libc = ctypes.CDLL(None, use_errno=True)
     exchange = getattr(libc, "renameat2", None)
     if exchange is not None and exchange(_AT_FDCWD, src.encode(), _AT_FDCWD, moved.encode(), _RENAME_EXCHANGE) == 0:
         return
     os.unlink(moved)
     os.rename(src, moved)
-    os.symlink(moved, src)
+    os.symlink(MOVED, src)
 
 
 def default_out(scenario: Scenario, base: Path = Path("reports")) -> Path:
@@ -153,7 +160,8 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
         make_repo(layout.repos / repo.name, file_names(repo.files))
     inner = [r.name for r in scenario.repos if r.inner_spellings > 1]
     moved = [r.name for r in scenario.repos if r.move_src_at_s > 0]
-    make_spellings(layout, max(r.spellings for r in scenario.repos), inner, moved)
+    bound = any(r.bind_mounts for r in scenario.repos)
+    make_spellings(layout, max(r.spellings for r in scenario.repos), inner, moved, bound)
     # Create the schema once, before the agents race to open the file. A store an earlier run
     # left: its dead sessions are pruned first, and this run's events are those after it.
     with Store.open(layout.db, busy_timeout_s=scenario.run.busy_timeout_s) as store:
@@ -163,13 +171,14 @@ def prepare(scenario: Scenario, layout: Layout) -> None:
 
 
 def make_spellings(layout: Layout, spellings: int, repos: Sequence[str] = (),
-                   moved: Sequence[str] = ()) -> dict[str, str]:
+                   moved: Sequence[str] = (), bound: bool = False) -> dict[str, str]:
     """The symlinks ``spelled/1`` .. ``spelled/<spellings - 1>`` to ``repos/`` (relative: the
     run's folder may move), and ``spellings.json`` mapping every spelling of ``repos`` to its
     real path, and every spelling of ``src/`` inside each of ``repos`` (those with
     inner_spellings; INNER) and ``src.moved/`` of each of ``moved`` (move_src) under each of
-    those to the real ``src``. The checker reads the file, not the links: it judges the
-    run's files wherever they are."""
+    those to the real ``src``; with ``bound``, ``bound/`` (the mount points of [[repos]]
+    bind_mounts, each its repository in the run's mount namespace) as ``repos/``. The checker
+    reads the file, not the links or mounts: it judges the run's files wherever they are."""
     real = os.path.realpath(layout.repos)
     names = {str(layout.repos): real}
     for k in range(1, spellings):
@@ -177,6 +186,8 @@ def make_spellings(layout: Layout, spellings: int, repos: Sequence[str] = (),
         link.parent.mkdir(exist_ok=True)
         os.symlink(os.path.join("..", layout.repos.name), link)
         names[str(link)] = real
+    if bound:  # bound/<name> is repos/<name> in the run's mount namespace: one folder, two names
+        names[str(layout.out / BOUND)] = real
     for folder in list(names):
         for repo in repos:
             for inner in INNER[1:]:

@@ -28,6 +28,7 @@ from ..scenario.scenario import Scenario
 from . import editguard
 from .drivers import serve_command
 from .layout import Layout, file_names, inner_file, move_src, prepare, store_location
+from .mounts import MountSpace, MountsUnavailable, targets
 from .progress import Progress
 
 # Harness variables of whoever runs the simulator: an agent must carry only its own key.
@@ -99,6 +100,7 @@ class Runner:
         if self._moves:
             self.on_tick.append(Runner._move_src)
         self.agent_config: dict[str, Any] = {}  # more keys for every agent's config (fault injection)
+        self.mounts: MountSpace | None = None  # the run's mount namespace ([[repos]] bind_mounts)
         self._samples = None
         self._pg: Any = None  # sim/run/pgsample.py's sampler, on PostgreSQL
         self.timings: dict[str, float] = {}
@@ -133,6 +135,8 @@ class Runner:
         env.update(server_env)  # the key is in the environment from exec on: /proc sees it
         env["PYTHONUNBUFFERED"] = "1"
         argv = [sys.executable, "-m", "sim.run.agent", str(cfg_path)]
+        if self.mounts is not None:  # every agent sees the bind mounts: the bound agents' paths are files to all
+            argv = self.mounts.command(argv, cwd=repo_path)
         if self.hosts is not None:  # on its simulated host, with that host's id
             host = self.hosts.host_of(no)
             argv = host.command(argv, cwd=repo_path)
@@ -290,6 +294,13 @@ class Runner:
             self.agent_config["edit_guard"] = editguard.install(
                 self.layout.out / "editguard", str(self.layout.db), scn.workload.edits,
                 str(Path(sys.executable).parent / "agents-room"))
+        bound = [r.name for r in scn.repos if r.bind_mounts]
+        if bound:
+            try:
+                self.mounts = MountSpace.make(targets(self.layout.out, bound))
+            except MountsUnavailable as exc:
+                raise RunAborted(str(exc)) from None
+            self.layout.mounted = self.mounts is not None
         self.timings = {"setup_s": time.monotonic() - t0}
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         self._samples = open(self.layout.samples, "w")  # noqa: SIM115 (closed below)
@@ -342,6 +353,8 @@ class Runner:
             self.timings["exit_s"] = time.monotonic() - mark
         finally:
             self._samples.close()
+            if self.mounts is not None:
+                self.mounts.close()
             if self._pg is not None:
                 self._pg.stop()
             for a in self.agents:

@@ -76,6 +76,7 @@ class Repo:
     inner_spellings: int = 1
     move_src_at_s: float = 0.0  # src/ renamed src.moved/ under live leases, a symlink left (layout.py's move_src)
     keepers: int = 0  # its first agents that never let a lease go, renewing instead (sim/run/keeper.py)
+    bind_mounts: int = 0  # its last this many agents work through a bind mount of it (sim/run/mounts.py)
     # The harness driver: each agent's CLI in turn (agent k runs harnesses[k % n]); empty: HARNESSES.
     harnesses: tuple[str, ...] = ()
 
@@ -247,10 +248,13 @@ def _read_repo(data: Any, i: int) -> Repo:
         inner_spellings=t.integer("inner_spellings", Repo.inner_spellings, 1, 3),
         move_src_at_s=t.number("move_src_at_s", Repo.move_src_at_s, 0.0, 86_400.0),
         keepers=t.integer("keepers", Repo.keepers, 0, 512),
+        bind_mounts=t.integer("bind_mounts", Repo.bind_mounts, 0, 512),
         harnesses=t.names("harnesses", NAME_RE, "harness"),
     )
     for h in repo.harnesses:
         choice(f"[repos.{i}] harnesses", h, HARNESSES)
+    if repo.bind_mounts > repo.agents:
+        raise ScenarioError(f"[repos.{i}] bind_mounts: {repo.bind_mounts} is more than its {repo.agents} agents")
     t.done()
     return repo
 
@@ -348,6 +352,8 @@ def parse(text: str, name: str = "scenario") -> Scenario:
     host_plan = read_hosts(top.sub("hosts"))
     check_hosts(host_plan, faults.hosts, [k for k in faults.kinds() if k not in HOST_KINDS], run.duration_s)
     check_harness(repos, run, faults, host_plan, workload)
+    if host_plan is not None and any(r.bind_mounts for r in repos):  # a host's agents live in its mount namespace
+        raise ScenarioError("[[repos]] bind_mounts: not with [hosts] (each host's agents are in its own mount namespace)")
     top.done()
     for key, _ in expect.p99_ms:
         if key not in OPERATIONS and key != "all":

@@ -104,6 +104,12 @@ MUTANTS = (
            "file: targets match stored lease paths alone: a target by a folder's new name misses holders under its "
            "old one, and src/x.py the holders of src.moved/x.py",
            ("selectors",), (), scenario=MOVED, ci=False),
+    Mutant("mount-blind", "mutants.spellings:mount_blind",
+           "blind to a second mount of a folder beyond a lease's own identity: directory claims and checks see "
+           "beneath them, file: targets reach, and drift reads lease events, by name alone: bound/<repo>/src/ "
+           "(a bind mount of the repository) granted over leases of repos/<repo>/src/x.py",
+           # (caught by any: lease-exclusive, or a check's RD3, a file: send's SE3, a drift check's drift-truth)
+           (), (), ci=False),
     Mutant("pg-claim-unlocked", "mutants.leases_pg:claim_without_lock",
            "PostgreSQL's claim function forgets the write lock: claims of one path check and grant concurrently",
            # (its race window is one function's run, ~0.2 ms: missed by some runs of the scenario, so

@@ -136,6 +136,8 @@ class Facts:
     # files claimed through two spellings of their path or more (a repository's ``spellings``),
     # from the paths the agents sent: 0 means the run never exercised one file, two paths
     files_spelled_twice: int = 0
+    # claims through a bind mount of the repository ([[repos]] bind_mounts: bound/<name>, made as root)
+    mounted_claims: int = 0
 
 
 def facts(out: Path, store: str | None = None) -> Facts:
@@ -176,4 +178,5 @@ def facts(out: Path, store: str | None = None) -> Facts:
         exclusive_grants=sum(1 for e in grants if e.payload["mode"] == "exclusive"), regrants_after_expiry=regrants,
         tokens_increasing=all(a < b for a, b in zip(tokens, tokens[1:])), windows=box.windows,
         overlaps=len(box.overlaps), files_spelled_twice=sum(1 for spelled in ways.values() if len(spelled) > 1),
+        mounted_claims=sum(1 for i, _ in claims if str(i["value"]["path"]).startswith(f"{out.absolute()}/bound/")),
     )

@@ -225,3 +225,43 @@ def file_target_as_stored(db: str, busy_timeout_s: float) -> Any:
 
     _without(messages, "file_reaches", as_stored)
     return Store.open(db, busy_timeout_s=busy_timeout_s)
+
+
+# -- a folder bind-mounted at a second place ([[repos]] bind_mounts) -------------------------------------
+
+
+def mount_blind(db: str, busy_timeout_s: float) -> Any:
+    """The shipped store blind to a second mount of a folder wherever it looks by device and
+    inode beyond a lease's own identity: directory claims and checks see leases beneath them
+    under another name by resolved path alone (``leases.beneath_by_identity`` finds nothing),
+    a literal ``file:`` target reaches holders by name alone (``messages.file_reaches`` without
+    its identities), and a drift check reads the lease events of its file's own name alone
+    (``reads._granted_under_another_name`` finds nothing). Realpath cannot see a bind mount, so
+    ``bound/<repo>/src/`` is granted over leases of ``repos/<repo>/src/x.py``, the same files; a
+    leased file's own lease still meets a claim by the other name (its recorded identity).
+    Proved on a real folder before the store opens."""
+    from agents_room.store import leases, messages, paths, reads
+
+    def beneath_by_name(directory: list[str], folder: str) -> bool:
+        return False
+
+    def granted_by_name(*_args: Any) -> None:
+        return None
+
+    _without(leases, "beneath_by_identity", beneath_by_name)
+    _without(reads, "_granted_under_another_name", granted_by_name)
+    shipped = messages.file_reaches
+    if shipped.__name__ != "reaches_by_name":
+        def reaches_by_name(pattern: str, path: str, cwd: str, now: Any, identify: Any = None) -> bool:
+            return shipped(pattern, path, cwd, now)
+
+        messages.file_reaches = reaches_by_name
+        rebind(shipped, reaches_by_name)
+    with tempfile.TemporaryDirectory() as d:
+        top = os.path.realpath(d)
+        os.mkdir(os.path.join(top, "src"))
+        if leases.beneath_by_identity(paths.identities(top + "/", own=True), top + "/src/") or \
+                messages.file_reaches(f"{top}/src", f"{top}/src", "", paths.current(), paths.identifier()) is not True:
+            raise MutationError("the store still looks beneath a directory by identity somewhere the mutant does "
+                                "not reach, or file_reaches no longer answers by name")
+    return Store.open(db, busy_timeout_s=busy_timeout_s)

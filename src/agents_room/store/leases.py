@@ -100,19 +100,30 @@ def _own_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) 
 
 def beneath_elsewhere(tx: Tx, directory: str, columns: str = _LEASE) -> list[tuple]:
     """Live leases beneath ``directory`` under another name of it (a folder above them renamed
-    since they were granted, a symlink left in its place): those in a folder that, resolved now
-    (store/paths.py's canonical), lies beneath it though its path does not. A lease records its
+    since they were granted, a symlink left in its place; the directory mounted at a second
+    place): those in a folder that, resolved now (store/paths.py's canonical) or by the device
+    and inode of the folders above it (a bind mount), lies beneath it though its path does not. A lease records its
     own identity only, so a directory finds them so: the distinct folders of the live leases
     (one statement, a few rows), each resolved, and the leases of those that moved beneath it
     (a range of the primary key each); for directory claims and checks alone."""
     out: list[tuple] = []
+    mine = paths.identities(directory, own=True)  # the directory's device and inode, when it exists
     for (folder,) in tx.all(_FOLDERS, (tx.now,)):
         if not folder or coverage.covers(directory, folder):  # beneath it by its path: the range found it
             continue
-        if coverage.covers(directory, coverage.as_directory(paths.canonical(folder.rstrip(paths.SEP) or paths.SEP))):
+        if coverage.covers(directory, coverage.as_directory(paths.canonical(folder.rstrip(paths.SEP) or paths.SEP))) \
+                or beneath_by_identity(mine, folder):
             lo, hi = coverage.subtree_range(folder)
             out += tx.all(_BENEATH.replace(_LEASE, columns, 1).format(bytewise=tx.BYTEWISE), (lo, hi, tx.now))
     return list(dict.fromkeys(out))
+
+
+def beneath_by_identity(directory: list[str], folder: str) -> bool:
+    """Whether ``folder`` (a lease's, as stored) lies beneath the directory whose own identity
+    is ``directory`` (store/paths.py's identities, ``own``), by device and inode, as the kernel
+    sees both now: a folder reached through a bind mount of the directory, which no path
+    resolved (realpath cannot see a mount) leads beneath it. One ``stat`` a component of ``folder``."""
+    return bool(directory) and paths.SEP not in directory[0] and directory[0] in paths.identities(folder)
 
 
 def _holders(tx: Tx, path: str, also: tuple[str, ...] = (), idents: tuple[str, ...] = ()) -> list[HeldLease]:

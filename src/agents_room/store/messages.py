@@ -121,25 +121,31 @@ def match_outside(read: Callable[[], AbstractContextManager[Tx]], to: object) ->
             rows = {(path, cwd) for _sid, path, cwd in _live_leases(tx)}
     except RoomError:  # busy, say: the transaction matches every lease itself, as it did before
         return None
-    now = paths.current()
-    return {(p, path, cwd): file_reaches(p, path, cwd, now) for p in patterns for path, cwd in rows}
+    now, identify = paths.current(), paths.identifier()
+    return {(p, path, cwd): file_reaches(p, path, cwd, now, identify) for p in patterns for path, cwd in rows}
 
 
-def file_reaches(pattern: str, path: str, cwd: str, now: Callable[[str], str]) -> bool:
+def file_reaches(pattern: str, path: str, cwd: str, now: Callable[[str], str],
+                 identify: Callable[[str], list[str]] | None = None) -> bool:
     """Whether a ``file:`` glob reaches the holder of a lease of ``path`` whose session's cwd is
     ``cwd`` (store/coverage.py's glob_reaches); and a literal one (no wildcard), also when the
     file it names, made absolute against that cwd when relative, is the leased file or beneath
     the leased folder as both resolve now (``now``: store/paths.py's current): a lease taken
-    before a folder above it was renamed, or a target naming it by its new name or its old."""
+    before a folder above it was renamed, or a target naming it by its new name or its old; or,
+    with ``identify`` (store/paths.py's identifier), as the kernel sees both names now: the
+    leased file's or folder's device and inode among the target's (a bind mount, a hard link)."""
     if coverage.glob_reaches(pattern, path, cwd):
         return True
     if not paths.literal(pattern) or not (pattern.startswith("/") or cwd):
         return False
     leased, named = now(path), paths.absolute(pattern, cwd)
     target = now(named)
-    if leased == path and target == named:
-        return False  # no name changed: the forms above have answered
-    return coverage.covers(leased, target)
+    if (leased != path or target != named) and coverage.covers(leased, target):
+        return True
+    if identify is None:
+        return False
+    own = identify(leased)[:1]
+    return bool(own) and own[0] in identify(target)
 
 
 def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known: Matches | None = None) -> list[str]:
@@ -164,7 +170,7 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known:
                                         "not a directory: name it without the /")
         peers = set(_peers(tx, sender.id))
         late = 0
-        now = paths.current()
+        now, identify = paths.current(), paths.identifier()
 
         def reaches(p: str, path: str, cwd: str) -> bool:
             nonlocal late
@@ -174,7 +180,7 @@ def resolve_selector(tx: Tx, sender: Caller, to: object, store_path: str, known:
             late += 1
             if known is not None and late > LATE_MAX:
                 raise Stale
-            return file_reaches(p, path, cwd, now)
+            return file_reaches(p, path, cwd, now, identify)
 
         return sorted({sid for sid, path, cwd in _live_leases(tx)
                        if sid in peers and any(reaches(p, path, cwd) for p in patterns)})

@@ -93,7 +93,7 @@ def note_read(tx: Tx, session: Caller, path: str, digest: str, idents: tuple[str
     """Record ``digest`` as what ``session`` saw of ``path`` now, and whether another
     session held a lease covering it (of the file, or of a directory above it) at that moment,
     under any name of its file (``idents``: store/paths.py's identities of ``path``; a lease
-    taken under a folder's former name is keyed by it, and drift_check's events are too)."""
+    taken under a folder's former name, a bind mount's other name or a hard link's)."""
     cover = coverage.covering_paths(path)
     other = tx.scalar(
         f"SELECT session_id FROM leases WHERE path IN ({_marks(cover)}) AND session_id <> ? AND expires_at > ? "
@@ -137,6 +137,26 @@ def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | No
     return next((p for p in own if p.endswith("/" + base) and paths.canonical(p) == path), None)
 
 
+def _granted_under_another_name(tx: Tx, session: Caller, path: str, read_seq: int, cover: list[str]) -> str | None:
+    """Another session granted or renewed a lease since the read under another name of
+    ``path``'s file now (a bind mount, a hard link): the lease events since the read (one range
+    of the events' seq; they hold no identity) under another path, each distinct path looked
+    at once, as the kernel sees it now (its own identity, store/paths.py's identities, among
+    ``path``'s: the file, or a folder above it). Only for a changed file no lease by its name held."""
+    mine: set[str] | None = None
+    seen = set(cover)
+    for sid, other in tx.all("SELECT session_id, path FROM events WHERE seq > ? AND session_id <> ? "
+                             "AND kind IN ('lease_grant', 'lease_renew') ORDER BY seq", (read_seq, session.id)):
+        if other is None or other in seen:
+            continue
+        seen.add(other)
+        mine = set(paths.identities(path)) if mine is None else mine
+        own = paths.identities(other, own=True)
+        if own and own[0] in mine:
+            return sid
+    return None
+
+
 def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled: str | None = None,
                 idents: tuple[str, ...] = ()) -> Drift:
     """SAFE: unchanged, or no baseline. MINOR: changed, nobody else held a lease covering it
@@ -168,6 +188,7 @@ def drift_check(tx: Tx, session: Caller, path: str, digest: str | None, spelled:
     if not holder:
         holder = _held_elsewhere(tx, session, path, idents)
     what = "was deleted" if digest is None else "changed"
+    holder = holder or _granted_under_another_name(tx, session, path, read_seq, cover)
     if holder:
         label = tx.scalar("SELECT label FROM sessions WHERE id = ?", (holder,))
         who = f"session {holder}" + (f" ({label})" if label else "")

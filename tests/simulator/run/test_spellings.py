@@ -87,6 +87,7 @@ def test_a_moved_src_is_the_same_folder_under_a_symlink_and_judged_by_its_old_na
     move_src(layout.repos / "core")
     moved = layout.repos / "core" / MOVED
     assert (layout.repos / "core" / "src").is_symlink() and not moved.is_symlink()
+    assert os.readlink(layout.repos / "core" / "src") == MOVED  # relative: a bind mount's name of the repo stays its
     assert (os.stat(moved).st_dev, os.stat(moved).st_ino) == (before.st_dev, before.st_ino)
     for name in ("src/mod_00.py", "alias/mod_00.py", "via/../mod_00.py"):
         assert os.path.realpath(layout.repos / "core" / name) == f"{real}/core/{MOVED}/mod_00.py"

@@ -162,3 +162,15 @@ def test_sim_run_refuses_a_bad_scenario_with_exit_code_2(tmp_path: Path, capsys:
     assert not (tmp_path / "out").exists()
     assert main(["run", str(tmp_path / "missing.toml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_bind_mounts_are_read_bounded_by_the_repo_s_agents_and_refused_with_hosts() -> None:
+    text = GOOD.replace('tags = ["backend"]', 'tags = ["backend"]\nbind_mounts = 2')
+    s = parse(text)
+    assert (s.repos[0].bind_mounts, s.repos[1].bind_mounts) == (2, 0)
+    assert parse(to_toml(s), s.name) == s
+    assert "[repos.0] bind_mounts: 4 is more than its 3 agents" in refused(text.replace("bind_mounts = 2",
+                                                                                      "bind_mounts = 4"))
+    assert "[repos.0] bind_mounts: must be an integer from 0 to 512, got -1" in refused(
+        text.replace("bind_mounts = 2", "bind_mounts = -1"))
+    assert "bind_mounts: not with [hosts]" in refused(text + "[hosts]\ncount = 2\n")
