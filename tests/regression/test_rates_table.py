@@ -23,5 +23,5 @@ def test_a_mutant_with_no_required_invariant_counts_all_of_its_violations() -> N
                   run("identity-blind", {"lease-exclusive": 5, "selectors": 9}, 600),
                   run(None, {}, 700)]).splitlines()
     assert "| `renamed-beneath-unseen` | `moved.toml` | any in its scope |  | 2/2 | 5..14 | 400..900 |" in rows
-    assert "| `identity-blind` | `moved.toml` | lease-exclusive |  | 1/1 | 5..5 | 600..600 |" in rows
+    assert "| `identity-blind` | `regression.toml` | lease-exclusive |  | 1/1 | 5..5 | 600..600 |" in rows
     assert rows[-1] == "| shipped store | | (valid) | | 1/1 valid | 0 | 700..700 |"
