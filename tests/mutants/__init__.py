@@ -60,20 +60,20 @@ MUTANTS = (
            "a shared claim does not look for an exclusive holder",
            ("lease-exclusive",), ("lease-windows",)),
     Mutant("spelling-keyed", "mutants.spellings:spelling_keyed",
-           "paths keyed by the caller's spelling (abspath, no symlink resolved): one file reached through a "
-           "symlink is two leases",
-           # (the black box compares one path's windows: a file's two spellings are two leases only until the
-           # identity lookup meets them, its inode or, since schema 6, its name in its folder, which an edit's
-           # save by rename keeps; what stays is a directory lease by one spelling over a file's by the other)
-           ("lease-exclusive",)),
+           "paths keyed by the caller's spelling (abspath, no symlink resolved, no device and inode): one file "
+           "reached through a symlink is two leases",
+           # (spelling alone is now mostly met by the identity lookups, which find a file's two spellings by
+           # its inode and its name in its folder, and the leases beneath a directory by its identity: a
+           # store of spellings without identities is the pre-canonical store this mutant stands for)
+           ("lease-exclusive", "lease-windows")),
     Mutant("dotdot-as-text", "mutants.spellings:dotdot_as_text",
            "`..` collapsed as text before a path is resolved: <repo>/via/../x.py (via -> src/pkg) is keyed "
            "<repo>/x.py, another file: the store's events name other files than the clients' calls",
            # (the checker puts every path in its kernel spelling: the events' keys are not the files claimed)
            ("history-events",), ("lease-windows",), scope=(*LEASE, "history-events")),
     Mutant("beneath-unresolved", "mutants.spellings:beneath_unresolved",
-           "no symlink resolved beneath a canonical cwd: a symlinked folder inside the repository (alias -> src) "
-           "is another folder to directory leases, file: targets and reads",
+           "no symlink resolved beneath a canonical cwd, no device and inode looked up: a symlinked folder inside "
+           "the repository (alias -> src) is another folder to leases, file: targets and reads",
            ("lease-exclusive",), (), ci=False),
     Mutant("file-slash-granted", "mutants.spellings:file_slash_granted",
            "x.py/ on an existing regular file taken for a folder: granted as a directory lease beside another "

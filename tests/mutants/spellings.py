@@ -53,9 +53,12 @@ def respell() -> None:
 
 
 def spelling_keyed(db: str, busy_timeout_s: float) -> Any:
-    """The shipped store with paths keyed by spelling."""
+    """The shipped store with paths keyed by spelling, as stores were before paths were
+    canonical: no symlink resolved and no device and inode recorded or looked up (either alone
+    is now mostly covered by the other: a file's two spellings share its inode and its name in
+    its folder, and a directory claim meets the leases beneath it by identity)."""
     respell()
-    return Store.open(db, busy_timeout_s=busy_timeout_s)
+    return identity_blind(db, busy_timeout_s)
 
 
 # -- the kernel's rule inside a repository (issue: `..` after a symlink, a symlinked folder) ---------------
@@ -90,9 +93,10 @@ def dotdot_as_text(db: str, busy_timeout_s: float) -> Any:
 def beneath_unresolved(db: str, busy_timeout_s: float) -> Any:
     """The shipped store that looks nothing up beneath a canonical cwd (``paths._beneath``, the
     fast path for a session's own paths, returns the path as written): a symlinked folder
-    inside the repository (``alias -> src``) is another folder to it. Its leases of existing
-    files still meet by identity (device and inode); its directory leases, ``file:`` targets
-    and reads do not."""
+    inside the repository (``alias -> src``) is another folder to it, and (as a store before
+    paths were canonical) nothing is recorded or looked up by device and inode: with the
+    identity lookups, which meet a file's, a folder's and the leases beneath a directory's other
+    names, the spelling alone shows in ``lease_check``'s answers now and then, no more."""
     from agents_room.store import paths
 
     def as_written(real: str, path: str) -> str:
@@ -107,7 +111,7 @@ def beneath_unresolved(db: str, busy_timeout_s: float) -> Any:
         paths.found_canonical(top)
         if bounds.path("alias/x.py", top) != os.path.join(top, "alias", "x.py"):
             raise MutationError("bounds.path still resolves a symlinked folder beneath a canonical cwd")
-    return Store.open(db, busy_timeout_s=busy_timeout_s)
+    return identity_blind(db, busy_timeout_s)
 
 
 def file_slash_granted(db: str, busy_timeout_s: float) -> Any:

@@ -80,3 +80,71 @@ def test_a_bind_mount_s_folders_and_file_targets_are_one(location: str, tmp_path
     assert lines[7] == "CRITICAL True"  # held by the other name since the read, released before the check
     assert lines[8] == "CRITICAL True"  # held by the other name at the read
     assert str(mounted) not in Path("/proc/self/mountinfo").read_text()  # the mount was the namespace's alone
+
+
+# A container's agent: its own mount namespace, the checkout mounted where the host has nothing
+# (the mount point stays an empty folder outside), its session joined there.
+_CONTAINER = """
+import sys
+from agents_room.store import Store
+location, mounted, verb, name = sys.argv[1:]
+with Store.open(location) as store:
+    me = store.room_join(cwd=mounted, pid=None, label="container").session_id
+    if verb == "claim":
+        got = store.lease_claim(me, f"src/{name}", ttl_s=600)
+        print(me, got.ok, got.holder.session_id if got.holder else None)
+    else:
+        print(me, [h.session_id for h in store.lease_check(me, f"src/{name}").holders])
+"""
+
+
+def _in_container(location: str, real: Path, mounted: Path, verb: str, name: str) -> list[str]:
+    script = 'mount --bind "$1" "$2" && exec "$3" -c "$4" "$5" "$2" "$6" "$7"'
+    done = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(real),
+                           str(mounted), sys.executable, _CONTAINER, location, verb, name],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split(maxsplit=1)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a mount namespace needs root (unshare -m)")
+def test_a_container_s_own_mount_of_the_checkout_is_one_set_of_files_with_the_host_s(
+        location: str, tmp_path: Path, make_repo) -> None:
+    """A container mounts the checkout at a path the host has nothing at, in a mount namespace
+    only its processes see; the host's agent works in the checkout itself. Each one's lease
+    path leads nowhere in the other's view, and a file saved by rename since the claim has a new
+    inode: the lease is met by its name in its folder (the folder's device and inode, one kernel),
+    both ways, for files that exist and names not created yet; the commit guard sees it too.
+    A session of another kernel's view is never met by identity (its numbers are not ours)."""
+    from agents_room.store import Store, paths
+    from agents_room.store.commitguard import blockers
+
+    top = Path(os.path.realpath(tmp_path))
+    real = make_repo(top / "host" / "repo")
+    (real / "src").mkdir()
+    for name in ("x.py", "y.py"):
+        (real / "src" / name).write_text("v = 1\n")
+    mounted = top / "container" / "workspace"
+    mounted.mkdir(parents=True)
+    holder, answer = _in_container(location, real, mounted, "claim", "x.py")
+    assert answer.split()[0] == "True"
+    temp = real / "src" / ".x.py.swp"
+    temp.write_text("v = 2\n")
+    os.replace(temp, real / "src" / "x.py")  # the host's editor saves it: a new inode
+    with Store.open(location) as store:
+        host = store.room_join(cwd=str(real), pid=None, label="host").session_id
+        denied = store.lease_claim(host, "src/x.py")
+        assert (denied.ok, denied.holder.session_id, denied.holder.path) == (False, holder, f"{mounted}/src/x.py")
+        assert [h.session_id for h in store.lease_check(host, "src/x.py").holders] == [holder]
+        with store.db.read() as tx:
+            staged = [f"{real}/src/x.py"]
+            assert [b.session_id for b in blockers(tx, staged, {host}, paths.identifier(str(real)), paths.same)] == [holder]
+        assert store.lease_claim(host, "src/y.py").ok and store.lease_claim(host, "src/new.py").ok
+        for name in ("y.py", "new.py"):  # the other way: the container's claim meets the host's leases
+            other, answer = _in_container(location, real, mounted, "claim", name)
+            assert answer.split() == ["False", host], name
+        other, answer = _in_container(location, real, mounted, "check", "y.py")
+        assert answer.strip() == f"['{host}']"
+        with store.db.write() as tx:  # the container's session as if another kernel's: no identity of ours
+            tx.execute("UPDATE sessions SET view = ? WHERE id = ?", ("another-boot/1", holder))
+        assert store.lease_claim(host, "src/x.py").ok

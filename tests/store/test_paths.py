@@ -502,9 +502,9 @@ def test_a_read_under_a_folder_s_new_name_knows_the_holder_under_its_old(store: 
 
 @pytest.mark.sqlite_only
 def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: str, real: Path) -> None:
-    """Schema 4 -> 6: the ident and name_ident columns are added empty: a lease granted before is
-    found by its path alone while it lives; one granted after carries its file's identity and its
-    name in its folder. The at_edit column is added false: a lease granted before was the model's
+    """Schema 4 -> 6: the ident and name_ident columns (and sessions.view) are added empty: a
+    lease granted before is found by its path alone while it lives; one granted after carries
+    its file's identity and its name in its folder. The at_edit column is added false: a lease granted before was the model's
     own."""
     import sqlite3
 
@@ -514,7 +514,7 @@ def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: s
     conn = sqlite3.connect(location)  # back to version 4's shape: no ident column
     conn.executescript("DROP INDEX leases_ident; DROP INDEX leases_name_ident; ALTER TABLE leases DROP COLUMN ident; "
                        "ALTER TABLE leases DROP COLUMN name_ident; ALTER TABLE leases DROP COLUMN at_edit; "
-                       "PRAGMA user_version=4;")
+                       "ALTER TABLE sessions DROP COLUMN view; PRAGMA user_version=4;")
     conn.close()
     with Store.open(location) as store:
         assert store.health()["schema_version"] == 6
@@ -523,6 +523,8 @@ def test_an_old_store_s_leases_gain_no_identity_and_keep_their_paths(location: s
         assert store.lease_claim(b, "lib/y.py").ok
         assert rows(store, "SELECT path, ident IS NULL, name_ident IS NULL, at_edit FROM leases ORDER BY path") == [
             (f"{real}/lib/y.py", 0, 0, 0), (f"{real}/src/x.py", 1, 1, 0)]
+        # a session joined before knows no view (judged as this one's); one joined now records it
+        assert rows(store, "SELECT id, view FROM sessions ORDER BY id = ?", (b,)) == [(a, None), (b, paths.view())]
 
 
 _MOUNTED = """
@@ -595,3 +597,20 @@ def test_a_path_with_dotdot_saved_by_rename_while_it_is_resolved_is_named_by_its
 
     monkeypatch.setattr(os, "open", open_then_save)
     assert paths.canonical(paths.absolute(f"{tmp_path}/via/../x.py")) == f"{os.path.realpath(src)}/x.py"
+
+
+def test_a_match_by_identity_is_judged_from_the_holder_s_view(real: Path) -> None:
+    """paths.same from where the holder session reads its paths (paths.view): this view, or
+    unknown, as before; another mount namespace of this kernel, by the recorded name in its
+    folder alone even where the holder's path leads nowhere here, never by a bare inode (freed
+    and reused at once); another kernel's, never (its numbers are not this kernel's)."""
+    x = real / "src" / "x.py"
+    ident, name = paths.recorded(paths.identities(str(x), str(real)))
+    here = paths.view()
+    boot = here.split("/", 1)[0]
+    assert here and all(paths.same(str(x), ident, str(x), name, v) for v in (None, here, f"{boot}/1"))
+    elsewhere = "/nowhere/in/this/view/src/x.py"
+    assert not paths.same(elsewhere, ident, str(x), name, here)  # this view: the holder's path must lead there
+    assert paths.same(elsewhere, ident, str(x), name, f"{boot}/1")  # a container's own mount: by the name
+    assert not paths.same(elsewhere, ident, str(x), None, f"{boot}/1")  # never by a bare inode
+    assert not paths.same(str(x), ident, str(x), name, "another-boot/1")  # another kernel's numbers

@@ -116,13 +116,14 @@ def _storable(path: str) -> bool:
 
 
 def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]] | None = None,
-             same: Callable[[str, str, str], bool] | None = None, *, by_name: bool = True) -> list[Blocker]:
+             same: Callable[..., bool] | None = None, *, by_name: bool = True) -> list[Blocker]:
     """Every (staged path, lease) where a live exclusive lease of a session not in ``own``
     covers one of ``paths`` (absolute), sorted by path. Empty: the commit may go ahead.
     ``identify``: store/paths.py's identities: a lease of a staged file, or of a folder above
     it, under another name (a hard link, a bind mount, a folder renamed under the lease)
     blocks it too, when ``same`` (store/paths.py's) finds its path leads to that identity and
-    the staged path to it, now; one more ``IN`` list on each identity index (``by_name``: its
+    the staged path to it, now (from the holder session's view: a container's own mount of the
+    checkout by its name in its folder); one more ``IN`` list on each identity index (``by_name``: its
     file's name in its folder too, a store of schema 6 or later)."""
     wanted: dict[str, list[str]] = {}  # lease path -> the staged paths it would cover
     above: dict[str, list[str]] = {}  # a folder -> the lease paths over what it holds
@@ -153,7 +154,7 @@ def blockers(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], 
 
 
 def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[str], list[str]],
-                 same: Callable[[str, str, str], bool], seen: set[tuple[str, str, str]],
+                 same: Callable[..., bool], seen: set[tuple[str, str, str]],
                  by_name: bool) -> list[Blocker]:
     idents: dict[str, list[str]] = {}  # an identity -> the staged paths it is of (or above)
     for path in paths:
@@ -168,9 +169,9 @@ def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[st
         # (only the names among the identities: a recorded name is never a folder's own identity)
         names = [i for i in chunk if "/" in i] if by_name else []
         named = f" OR l.name_ident IN ({_marks(len(names))})" if names else ""
-        for ident, name, lease_path, sid, label, harness, expires_at in tx.all(
-            f"SELECT l.ident, {'l.name_ident' if by_name else 'NULL'}, l.path, l.session_id, s.label, s.harness, "
-            f"l.expires_at FROM leases l JOIN sessions s ON s.id = l.session_id "
+        for ident, name, seen_from, lease_path, sid, label, harness, expires_at in tx.all(
+            f"SELECT l.ident, {'l.name_ident, s.view' if by_name else 'NULL, NULL'}, l.path, l.session_id, s.label, "
+            f"s.harness, l.expires_at FROM leases l JOIN sessions s ON s.id = l.session_id "
             f"WHERE (l.ident IN ({_marks(len(chunk))}){named}) AND l.mode = 'exclusive' AND l.expires_at > ?",
             (*chunk, *names, tx.now),
         ):
@@ -178,5 +179,5 @@ def _by_identity(tx: Tx, paths: list[str], own: set[str], identify: Callable[[st
                 continue
             for recorded in dict.fromkeys(i for i in (ident, name) if i in idents):
                 found += [Blocker(p, lease_path, sid, label, harness, expires_at) for p in idents[recorded]
-                          if (p, lease_path, sid) not in seen and same(lease_path, recorded, p)]
+                          if (p, lease_path, sid) not in seen and same(lease_path, recorded, p, None, seen_from)]
     return list(dict.fromkeys(found))

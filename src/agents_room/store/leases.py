@@ -60,14 +60,15 @@ def _by_identity(tx: Tx, path: str, idents: tuple[str, ...], also: tuple[str, ..
     """Live leases of ``path``'s file, or of a directory above it, under another name: those
     whose recorded identity (or name in its folder) is one of ``idents`` (store/paths.py's
     identities of ``path``) and whose path does not cover it already, and is of its file now
-    (store/paths.py's same: an inode freed and reused is no lease's). One ``IN`` list on each
-    identity index."""
+    (store/paths.py's same, from where the holder's session reads its paths: an inode freed and
+    reused is no lease's). One ``IN`` list on each identity index."""
     if not idents:
         return []
     near = set(coverage.covering_paths(path)).union(*(coverage.covering_paths(p) for p in also))
     where, params = _matching(idents)
-    rows = tx.all(f"SELECT {columns}, l.ident, l.name_ident {_FROM} WHERE {where} AND {_LIVE}", (*params, tx.now))
-    return [r[:-2] for r in rows if r[0] not in near and paths.same(r[0], r[-2], path, r[-1])]
+    rows = tx.all(f"SELECT {columns}, l.ident, l.name_ident, s.view {_FROM} WHERE {where} AND {_LIVE}",
+                  (*params, tx.now))
+    return [r[:-3] for r in rows if r[0] not in near and paths.same(r[0], r[-3], path, r[-2], r[-1])]
 
 
 def _matching(idents: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:

@@ -34,6 +34,26 @@ _FOUND: dict[str, bool] = {}
 _FOUND_MAX = 4096
 
 
+_VIEW: list[str] = []  # this process's view(), read once
+
+
+def view() -> str:
+    """Where this process's paths are read: ``<kernel boot id>/<mount namespace inode>``, which a
+    session records at its join ("" where /proc cannot tell). Two sessions of one view see one
+    tree of names, so a lease's path can be looked at; a container's own mount of a checkout
+    (another mount namespace of the same kernel) names its files by paths that lead nowhere, or
+    elsewhere, here, while device and inode numbers stay the kernel's own; another kernel's
+    numbers are not this one's at all (:func:`same`)."""
+    if not _VIEW:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                boot = f.read().strip()
+            _VIEW.append(f"{boot}/{os.stat('/proc/self/ns/mnt').st_ino}")
+        except OSError:
+            _VIEW.append("")
+    return _VIEW[0]
+
+
 def absolute(path: str, cwd: str = "") -> str:
     """``path`` made absolute against ``cwd`` (default: this process's) as the kernel reads
     it: ``os.path.abspath``'s form (``.`` and repeated ``/`` dropped, no trailing ``/``), save
@@ -264,7 +284,7 @@ def recorded(idents: list[str] | tuple[str, ...]) -> tuple[str | None, str | Non
     return own, idents[1] if SEP not in own and len(idents) > 1 and SEP in idents[1] else None
 
 
-def same(holder: str, ident: str, path: str, name: str | None = None) -> bool:
+def same(holder: str, ident: str, path: str, name: str | None = None, seen_from: str | None = None) -> bool:
     """Whether the lease of ``holder``, recorded with identity ``ident`` (and ``name``, its
     name in its folder: :func:`recorded`) and found among the identities of ``path`` that a
     caller took a moment ago, is of ``path``'s file (or of a folder above it) *now*: what a
@@ -277,8 +297,26 @@ def same(holder: str, ident: str, path: str, name: str | None = None) -> bool:
     taken again. Without it, two files saved by rename in turn pass one inode back and forth
     (the kernel hands a freed inode out again at once), and a lease of one would be taken, for
     a few milliseconds, for a lease of the other: a claim denied naming a holder that was never
-    in its way."""
-    return any(_same(holder, recorded_as, path) for recorded_as in (ident, name) if recorded_as)
+    in its way.
+
+    ``seen_from``: the holder session's :func:`view`. Another kernel's: no match by identity
+    (its numbers are not this kernel's). Another mount namespace of this kernel (a container's
+    own mount of the checkout): the holder's path cannot be looked at from here, so a recorded
+    name in its folder among ``path``'s identities counts as it stands (a folder keeps its inode
+    while it lives: only a folder deleted and its inode given to another, holding a file of
+    the same name, within the lease's life, would be taken for it); its bare inode does not (a
+    file saved by rename frees its inode at once). Unknown (a session joined before schema 6,
+    or /proc not telling): as this view."""
+    forms = [recorded_as for recorded_as in (ident, name) if recorded_as]
+    here = view()
+    if seen_from and here and seen_from != here:
+        if seen_from.split(SEP, 1)[0] != here.split(SEP, 1)[0]:
+            return False
+        if any(_same(holder, recorded_as, path) for recorded_as in forms):
+            return True
+        named = [recorded_as for recorded_as in forms if SEP in recorded_as]
+        return bool(named) and any(recorded_as in identities(path) for recorded_as in named)
+    return any(_same(holder, recorded_as, path) for recorded_as in forms)
 
 
 def _same(holder: str, ident: str, path: str) -> bool:

@@ -113,16 +113,18 @@ def _held_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...])
     """Another session whose live lease is of ``path``'s file, or of a folder above it, under
     another name (its recorded identity or name in its folder among ``idents``, its path not one
     that covers ``path``, which the lookups by path answer for, and of the file now:
-    store/paths.py's same), the oldest grant first; None when there is none."""
+    store/paths.py's same, from the holder session's view), the oldest grant first; None when
+    there is none."""
     if not idents:
         return None
     near = set(coverage.covering_paths(path))
     names = tuple(i for i in idents if paths.SEP in i)  # a recorded name is one of these (leases.py's _matching)
     named = f" OR name_ident IN ({_marks(names)})" if names else ""
-    return next((sid for sid, lease_path, ident, name in tx.all(
-        f"SELECT session_id, path, ident, name_ident FROM leases WHERE (ident IN ({_marks(idents)}){named}) "
+    return next((sid for sid, lease_path, ident, name, seen_from in tx.all(
+        "SELECT session_id, path, ident, name_ident, (SELECT view FROM sessions s WHERE s.id = session_id) "
+        f"FROM leases WHERE (ident IN ({_marks(idents)}){named}) "
         "AND session_id <> ? AND expires_at > ? ORDER BY token", (*idents, *names, session.id, tx.now))
-        if lease_path not in near and paths.same(lease_path, ident, path, name)), None)
+        if lease_path not in near and paths.same(lease_path, ident, path, name, seen_from)), None)
 
 
 def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | None:

@@ -10,7 +10,7 @@ from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any
 
-from . import bounds
+from . import bounds, paths
 from .clock import iso
 from .errors import InvalidArgument, UnknownSession
 from .liveness import Judge
@@ -220,9 +220,9 @@ def join(
     if existing is None:
         sid = os.urandom(8).hex()  # secrets.token_hex(8), without importing hmac and hashlib
         tx.execute(
-            f"INSERT INTO sessions ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL, ?, NULL)",
+            f"INSERT INTO sessions ({COLUMNS}, view) VALUES (?, ?, ?, ?, ?, ?, ?, 'notify', ?, ?, ?, NULL, ?, NULL, ?)",
             (sid, harness or "unknown", harness_key, cwd, pid, label, json.dumps(tags or []), wake_lever, tx.now, tx.now,
-             host),
+             host, paths.view() or None),
         )
         stored_level = None
     else:
@@ -230,9 +230,9 @@ def join(
         tx.execute(
             "UPDATE sessions SET cwd = ?, pid = coalesce(?, pid), harness = coalesce(?, harness), last_seen = ?, "
             "label = coalesce(?, label), tags = coalesce(?, tags), wake_lever = coalesce(?, wake_lever), host = ?, "
-            "gone_at = NULL, harness_key = coalesce(harness_key, ?) WHERE id = ?",
+            "gone_at = NULL, harness_key = coalesce(harness_key, ?), view = ? WHERE id = ?",
             (cwd, pid, harness, tx.now, label, None if tags is None else json.dumps(tags), wake_lever, host,
-             harness_key, sid),
+             harness_key, paths.view() or None, sid),
         )
         stored_level = existing.autonomy
     if tags is not None:

@@ -1,9 +1,11 @@
--- agents-room on PostgreSQL, schema version 6: sqlite/migrate_6.sql's name_ident column (read it for
--- its meaning), and migrate_5.sql's claim function, the same signature, recording it (from p_idents,
+-- agents-room on PostgreSQL, schema version 6: sqlite/migrate_6.sql's name_ident and sessions.view
+-- columns (read it for their meaning), and migrate_5.sql's claim function, the same signature, recording it (from p_idents,
 -- as store/paths.py's recorded) and matching it wherever it matched ident: the leases in the way,
 -- and the 'renamed' probe of the caller's own lease under another name.
 ALTER TABLE leases ADD COLUMN name_ident TEXT COLLATE "C";
 CREATE INDEX leases_name_ident ON leases (name_ident);
+-- And sessions.view (sqlite/migrate_6.sql says what it is).
+ALTER TABLE sessions ADD COLUMN view TEXT;
 
 CREATE OR REPLACE FUNCTION agents_room_lease_claim(
     p_session TEXT, p_cwd TEXT, p_path TEXT, p_ttl DOUBLE PRECISION, p_mode TEXT, p_now DOUBLE PRECISION,

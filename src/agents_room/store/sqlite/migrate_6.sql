@@ -7,3 +7,8 @@
 -- or of a name not created yet (its ident is that form already), found as before.
 ALTER TABLE leases ADD COLUMN name_ident TEXT;
 CREATE INDEX leases_name_ident ON leases (name_ident);
+-- And where a session's paths are read (store/paths.py's view: "<kernel boot id>/<mount namespace
+-- inode>" of the process that joined it), so a match by identity knows when the holder's path
+-- cannot be looked at from the caller's view (a container's own mount of the checkout) and
+-- when its numbers are another kernel's. NULL: joined before version 6, judged as before.
+ALTER TABLE sessions ADD COLUMN view TEXT;
