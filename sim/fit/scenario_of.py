@@ -43,8 +43,12 @@ def mix(t: Traffic) -> dict[str, float]:
 
 
 def _levels(values: list[float], n: int, lo: int, hi: int) -> tuple[int, ...]:
-    """``n`` values (each drawn equally often) with the sample's distribution, whole, in range."""
-    return tuple(min(hi, max(lo, round(quantile(values, (i + 0.5) / n) or 0))) for i in range(n))
+    """``n`` values (each drawn equally often) with the sample's distribution, whole, in range:
+    each the sample's own value at its rank, never one interpolated between two (a TTL is a
+    choice an agent made: between asks of 2 and 5 s a level of 3 is nobody's)."""
+    ordered = sorted(values)
+    return tuple(min(hi, max(lo, round(ordered[min(len(ordered) - 1, int((i + 0.5) / n * len(ordered)))])))
+                 for i in range(n))
 
 
 def _think(t: Traffic) -> Think:
