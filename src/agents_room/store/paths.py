@@ -357,8 +357,15 @@ def identifier(top: str = ""):  # noqa: ANN201 (a closure: Callable[[str], list[
     chain is looked up once, each path's own identity with one ``stat``. The same identities,
     save that a folder's own name in its folder is offered too (no lease's but a directory's)."""
     folders: dict[str, list[str]] = {}
+    known: dict[str, list[str]] = {}  # each path's answer, for the closure's life (a send asks one target per lease)
 
     def identify(path: str) -> list[str]:
+        found = known.get(path)
+        if found is None:
+            found = known[path] = _identify(path)
+        return found
+
+    def _identify(path: str) -> list[str]:
         folder, name = path.rsplit(SEP, 1)
         above = folders.get(folder)
         if above is None:

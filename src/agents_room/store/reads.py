@@ -111,20 +111,14 @@ def note_read(tx: Tx, session: Caller, path: str, digest: str, idents: tuple[str
 
 def _held_elsewhere(tx: Tx, session: Caller, path: str, idents: tuple[str, ...]) -> str | None:
     """Another session whose live lease is of ``path``'s file, or of a folder above it, under
-    another name (its recorded identity or name in its folder among ``idents``, its path not one
-    that covers ``path``, which the lookups by path answer for, and of the file now:
-    store/paths.py's same, from the holder session's view), the oldest grant first; None when
-    there is none."""
+    another name (store/leases.py's lookup by identity, whose paths do not cover ``path``: the
+    lookups by path answer for those), the oldest grant first; None when there is none."""
     if not idents:
         return None
-    near = set(coverage.covering_paths(path))
-    names = tuple(i for i in idents if paths.SEP in i)  # a recorded name is one of these (leases.py's _matching)
-    named = f" OR name_ident IN ({_marks(names)})" if names else ""
-    return next((sid for sid, lease_path, ident, name, seen_from in tx.all(
-        "SELECT session_id, path, ident, name_ident, (SELECT view FROM sessions s WHERE s.id = session_id) "
-        f"FROM leases WHERE (ident IN ({_marks(idents)}){named}) "
-        "AND session_id <> ? AND expires_at > ? ORDER BY token", (*idents, *names, session.id, tx.now))
-        if lease_path not in near and paths.same(lease_path, ident, path, name, seen_from)), None)
+    from .leases import _by_identity  # here: the hook's news path imports this module, never this function
+
+    held = [(token, sid) for _path, sid, _label, _mode, token, *_ in _by_identity(tx, path, idents) if sid != session.id]
+    return min(held)[1] if held else None
 
 
 def _former(tx: Tx, session: Caller, path: str, spelled: str | None) -> str | None:
